@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/// @file window.hpp
+/// Persistent send and receive windows: a buffer registered once, transferred many times.
+///
+/// One transfer runs through the same three calls on both sides:
+///
+///     recv.init();  send.init();     // receiver: "my buffer may be written"; sender: "new round"
+///     send.post();  recv.post();     // sender: start the transfer; receiver: expect it
+///     send.wait();  recv.wait();     // sender: buffer reusable; receiver: data arrived
+///
+/// - Between `recv.init()` and the end of `recv.wait()` the receive buffer belongs to pmr: do not
+///   read or write it. Before `init()` and after `wait()` it is yours.
+/// - Between `send.post()` and the end of `send.wait()` the send buffer must not be written.
+/// - `test()` is a non-blocking `wait()`: it returns true once the operation has completed, after
+///   which the window is back in its initial state.
+/// - Calls out of this order throw UsageError. A window may be destroyed in any state; the peer's
+///   pending operation then fails with PeerLost instead of hanging.
+///
+/// Pairing: the k-th SendWindow created on a connection pairs with the k-th RecvWindow created on
+/// the peer's matching connection. The send window may be smaller than the receive window (the
+/// receiver learns the size from received_bytes()), never larger.
+///
+/// Windows hold their connection alive. Threading: see Connection.
+#pragma once
+
+#include <pmr/connection.hpp>
+#include <pmr/error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+namespace pmr {
+
+namespace detail {
+
+class WindowState;
+
+enum class Side : unsigned char { send, recv };
+
+/// Untyped window; SendWindow and RecvWindow are thin typed views of it.
+class WindowCore {
+public:
+    /// Window over a user buffer of `bytes` bytes.
+    WindowCore(const Connection& connection, Side side, void* buffer, std::size_t bytes,
+               std::size_t element_size);
+    /// Window over `bytes` bytes of library-owned memory (see memory.hpp).
+    WindowCore(const Connection& connection, Side side, std::size_t bytes,
+               std::size_t element_size);
+    WindowCore(const WindowCore&) = delete;
+    WindowCore& operator=(const WindowCore&) = delete;
+    WindowCore(WindowCore&& other) noexcept;
+    WindowCore& operator=(WindowCore&& other) noexcept;
+    ~WindowCore();
+
+    void init();
+    void post();
+    void post(std::size_t bytes);
+    void wait();
+    bool test();
+
+    std::byte* data() const noexcept { return data_; }
+    std::size_t bytes() const noexcept { return bytes_; }
+    bool owns_memory() const noexcept;
+    std::size_t received_bytes() const;
+    std::string describe() const;
+
+private:
+    WindowState& checked() const;
+
+    std::unique_ptr<WindowState> state_;
+    std::byte* data_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+std::size_t checked_bytes(std::size_t count, std::size_t element_size);
+
+template <class T, Side S>
+class TypedWindow {
+    static_assert(std::is_trivially_copyable_v<T>,
+                  "pmr windows move raw bytes: the element type must be trivially copyable");
+
+public:
+    using value_type = T;
+    using iterator = T*;
+    using const_iterator = const T*;
+    using size_type = std::size_t;
+
+    /// Window over the user buffer [buffer, buffer + count). The buffer must outlive the window.
+    /// @throws ArgumentError for a null buffer with count > 0, SizeError for an absurd count.
+    TypedWindow(const Connection& connection, T* buffer, std::size_t count)
+        : core_(connection, S, buffer, checked_bytes(count, sizeof(T)), sizeof(T)) {}
+    /// Window over `count` elements of library-owned, zero-filled memory.
+    TypedWindow(const Connection& connection, std::size_t count)
+        : core_(connection, S, checked_bytes(count, sizeof(T)), sizeof(T)) {}
+
+    /// Starts a round. Receiver: grants the sender the right to write the buffer.
+    /// @throws UsageError if the previous round has not completed; Timeout, PeerLost, SizeError,
+    ///         ProviderError when the first use completes the set-up.
+    void init() { core_.init(); }
+    /// Sender: transfers the whole window. Receiver: marks the transfer as expected.
+    /// @throws UsageError if init() was not called.
+    void post() { core_.post(); }
+    /// Wait for completion. @throws UsageError if post() was not called; Timeout, PeerLost.
+    void wait() { core_.wait(); }
+    /// Non-blocking wait(): true once complete. @throws as wait().
+    bool test() { return core_.test(); }
+
+    T* data() noexcept { return reinterpret_cast<T*>(core_.data()); }
+    const T* data() const noexcept { return reinterpret_cast<const T*>(core_.data()); }
+    std::size_t size() const noexcept { return core_.bytes() / sizeof(T); }
+    std::size_t bytes() const noexcept { return core_.bytes(); }
+    bool empty() const noexcept { return core_.bytes() == 0; }
+    T& operator[](std::size_t i) noexcept { return data()[i]; }
+    const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+    iterator begin() noexcept { return data(); }
+    iterator end() noexcept { return data() + size(); }
+    const_iterator begin() const noexcept { return data(); }
+    const_iterator end() const noexcept { return data() + size(); }
+    const_iterator cbegin() const noexcept { return data(); }
+    const_iterator cend() const noexcept { return data() + size(); }
+
+    /// Copies [first, last) into the window starting at element `offset`.
+    /// @throws SizeError if the range does not fit.
+    template <class InputIt>
+    void insert(InputIt first, InputIt last, std::size_t offset = 0) {
+        auto count = static_cast<std::size_t>(std::distance(first, last));
+        if (offset > size() || count > size() - offset) {
+            throw SizeError("pmr: insert of " + std::to_string(count) + " elements at offset " +
+                            std::to_string(offset) + " does not fit " + core_.describe());
+        }
+        std::copy(first, last, data() + offset);
+    }
+    /// Copies the window to `out` and returns the end of the output.
+    template <class OutputIt>
+    OutputIt extract(OutputIt out) const {
+        return std::copy(begin(), end(), out);
+    }
+
+    /// Whether the buffer is library-owned.
+    bool owns_memory() const noexcept { return core_.owns_memory(); }
+    /// "send window #0 (4096 B) on rank 0 -> peer 1 (...)", for messages.
+    std::string describe() const { return core_.describe(); }
+
+protected:
+    WindowCore core_; // NOLINT(misc-non-private-member-variables-in-classes)
+};
+
+} // namespace detail
+
+/// Sending half of a persistent transfer. See the file comment for the state machine.
+template <class T>
+class SendWindow : public detail::TypedWindow<T, detail::Side::send> {
+public:
+    using detail::TypedWindow<T, detail::Side::send>::TypedWindow;
+    using detail::TypedWindow<T, detail::Side::send>::post;
+
+    /// Transfers only the first `bytes` bytes of the window.
+    /// @throws SizeError if `bytes` exceeds this window or the peer's receive window.
+    void post(std::size_t bytes) { this->core_.post(bytes); }
+};
+
+/// Receiving half of a persistent transfer. See the file comment for the state machine.
+template <class T>
+class RecvWindow : public detail::TypedWindow<T, detail::Side::recv> {
+public:
+    using detail::TypedWindow<T, detail::Side::recv>::TypedWindow;
+
+    /// Bytes delivered by the last completed transfer.
+    /// @throws UsageError before the first transfer completed.
+    std::size_t received_bytes() const { return this->core_.received_bytes(); }
+    /// Whole elements delivered by the last completed transfer.
+    std::size_t received_count() const { return received_bytes() / sizeof(T); }
+};
+
+} // namespace pmr

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// Settings read once from the environment (PMR_*).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace pmr::detail {
+
+struct Settings {
+    /// PMR_TIMEOUT: seconds a wait may take before it throws pmr::Timeout; 0 waits forever.
+    double timeout_seconds = 0.0;
+    /// PMR_PROVIDER: provider forced for inter-process connections (raw text, validated later).
+    std::optional<std::string> provider;
+    /// PMR_SPIN_US: microseconds a wait spins before it starts yielding the core.
+    double spin_microseconds = 20.0;
+    /// PMR_SHM_CMA: 0 disables cross-memory attach in the shm provider (staging copies instead).
+    bool shm_cma = true;
+    /// PMR_SHM_CMA_THRESHOLD: from this many bytes on, user-buffer windows use CMA, below it staging.
+    std::size_t shm_cma_threshold = 32 * 1024;
+    /// PMR_DEBUG: 1 logs set-up decisions (provider per connection, paths per window) to stderr.
+    bool debug = false;
+};
+
+/// The settings of this process, read at the first call.
+const Settings& settings();
+
+/// Writes "pmr[rank]: message" to stderr when PMR_DEBUG is set.
+void debug_log(const std::string& message);
+
+} // namespace pmr::detail

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// The copy channel shared by the providers in which the sender's CPU writes straight into the
+// receiver's memory (self, shm): a control block owned by the receive window, and the protocol on it.
+//
+// Protocol, for round n (both sides count rounds from 1):
+//   receiver init(n):  credit := n                   (release: "my buffer is yours")
+//   sender post(n):    small message: copy into inline slot n % slots, needs credit >= n - slots + 1
+//                      otherwise:     needs credit >= n, copy into the buffer (or staging area)
+//                      then slot.bytes, slot.delivery, slot.sequence := n   (release)
+//   receiver wait(n):  slot(n).sequence == n         (acquire), copy inline/staged data out
+// Small messages never wait for the receiver's init: they land in a slot the receiver has finished
+// with, so the sender rarely reads the credit line, and one cache line carries both the signal and
+// the data. The receive buffer itself is only written between the receiver's init() and wait().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace pmr::detail::channel {
+
+inline constexpr std::size_t cache_line = 64;
+inline constexpr std::size_t slot_count = 4;
+inline constexpr std::size_t slot_bytes = 4 * cache_line;
+
+/// How the payload of a round reached the receiver.
+enum class Delivery : std::uint32_t {
+    direct = 0,  ///< written into the receive buffer
+    inlined = 1, ///< in the slot; the receiver copies it out
+    staged = 2,  ///< in the staging area; the receiver copies it out
+};
+
+struct alignas(cache_line) Slot {
+    std::atomic<std::uint64_t> sequence{0};
+    std::uint64_t bytes = 0;
+    Delivery delivery = Delivery::direct;
+    std::uint32_t reserved = 0;
+    unsigned char data[slot_bytes - 24];
+};
+static_assert(sizeof(Slot) == slot_bytes);
+
+inline constexpr std::size_t inline_capacity = sizeof(Slot::data);
+
+/// Credit word values beyond round numbers.
+inline constexpr std::uint64_t claimed_bit = std::uint64_t{1} << 62; // a copy into the buffer runs
+inline constexpr std::uint64_t revoked = std::uint64_t{1} << 63;     // receive window destroyed
+
+/// Lives in memory both processes map; only lock-free atomics and plain bytes.
+struct ControlBlock {
+    // Written by the receiver, read by the sender.
+    alignas(cache_line) std::atomic<std::uint64_t> credit{0};
+    // Written by the sender.
+    Slot slots[slot_count];
+    alignas(cache_line) std::atomic<std::uint32_t> sender_closed{0};
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(sizeof(ControlBlock) <= 4096, "the control block must fit one page");
+
+inline Slot& slot_of(ControlBlock& block, std::uint64_t round) noexcept {
+    return block.slots[round % slot_count];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver side
+// ---------------------------------------------------------------------------------------------
+
+inline void grant(ControlBlock& block, std::uint64_t round) noexcept {
+    block.credit.store(round, std::memory_order_release);
+}
+
+/// Whether round `round` has arrived; if so, copies inline/staged payload into `buffer` and
+/// sets `bytes`.
+inline bool receive(ControlBlock& block, std::uint64_t round, std::byte* buffer,
+                    const std::byte* staging, std::size_t& bytes) noexcept {
+    Slot& slot = slot_of(block, round);
+    if (slot.sequence.load(std::memory_order_acquire) != round) {
+        return false;
+    }
+    bytes = static_cast<std::size_t>(slot.bytes);
+    if (slot.delivery == Delivery::inlined) {
+        std::memcpy(buffer, slot.data, bytes);
+    } else if (slot.delivery == Delivery::staged) {
+        std::memcpy(buffer, staging, bytes);
+    }
+    return true;
+}
+
+/// Withdraws the credit of a receive window being destroyed. Returns the round whose copy into the
+/// buffer is still running (the caller waits for its sequence), or 0.
+inline std::uint64_t revoke(ControlBlock& block) noexcept {
+    std::uint64_t credit = block.credit.load(std::memory_order_acquire);
+    for (;;) {
+        if ((credit & claimed_bit) != 0) {
+            return credit & ~claimed_bit;
+        }
+        if (block.credit.compare_exchange_weak(credit, revoked, std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+            return 0;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender side
+// ---------------------------------------------------------------------------------------------
+
+enum class Credit { granted, not_yet, revoked };
+
+/// Reads the credit word, refreshing `cached` (the sender's last seen value) only when needed.
+inline Credit check_credit(const ControlBlock& block, std::uint64_t needed,
+                           std::uint64_t& cached) noexcept {
+    if (cached >= needed) {
+        return Credit::granted;
+    }
+    std::uint64_t credit = block.credit.load(std::memory_order_acquire);
+    if (credit == revoked) {
+        return Credit::revoked;
+    }
+    cached = credit & ~claimed_bit;
+    return cached >= needed ? Credit::granted : Credit::not_yet;
+}
+
+/// Takes the credit of `round` exclusively, for copies the receiver must be able to wait out when
+/// it destroys its window (cross-memory attach into a user buffer).
+inline Credit claim(ControlBlock& block, std::uint64_t round) noexcept {
+    std::uint64_t credit = block.credit.load(std::memory_order_acquire);
+    for (;;) {
+        if (credit == revoked) {
+            return Credit::revoked;
+        }
+        if (credit != round) {
+            return Credit::not_yet;
+        }
+        if (block.credit.compare_exchange_weak(credit, round | claimed_bit,
+                                               std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+            return Credit::granted;
+        }
+    }
+}
+
+/// Ends a claim taken with claim(); the receiver may now revoke.
+inline void release_claim(ControlBlock& block, std::uint64_t round) noexcept {
+    std::uint64_t expected = round | claimed_bit;
+    block.credit.compare_exchange_strong(expected, round, std::memory_order_acq_rel);
+}
+
+inline void publish(ControlBlock& block, std::uint64_t round, std::size_t bytes,
+                    Delivery delivery) noexcept {
+    Slot& slot = slot_of(block, round);
+    slot.bytes = bytes;
+    slot.delivery = delivery;
+    slot.sequence.store(round, std::memory_order_release);
+}
+
+inline void publish_inline(ControlBlock& block, std::uint64_t round, const std::byte* source,
+                           std::size_t bytes) noexcept {
+    Slot& slot = slot_of(block, round);
+    std::memcpy(slot.data, source, bytes);
+    publish(block, round, bytes, Delivery::inlined);
+}
+
+} // namespace pmr::detail::channel

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+#include "providers/self/self.hpp"
+
+#include <map>
+#include <mutex>
+
+namespace pmr::detail {
+namespace {
+
+// Receive endpoints by key; the key travels in the (self-addressed) set-up message.
+struct Table {
+    std::mutex mutex;
+    std::uint64_t next = 1;
+    std::map<std::uint64_t, std::weak_ptr<Self::Endpoint>> endpoints;
+};
+
+Table& table() {
+    static auto* t = new Table(); // never destroyed: windows may outlive static destruction order
+    return *t;
+}
+
+} // namespace
+
+Self::RecvWindow::RecvWindow(const WindowSpec& spec) : endpoint_(std::make_shared<Endpoint>()) {
+    endpoint_->buffer = spec.buffer;
+    receiver_.attach(&endpoint_->control, spec.buffer, nullptr);
+    Table& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    key_ = t.next++;
+    t.endpoints[key_] = endpoint_;
+}
+
+Self::RecvWindow::~RecvWindow() {
+    if (!endpoint_) {
+        return; // moved from
+    }
+    // Same process, one thread per connection: no copy can be running now.
+    channel::revoke(endpoint_->control);
+    Table& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.endpoints.erase(key_);
+}
+
+Blob Self::RecvWindow::describe() const { return BlobWriter().put(key_).take(); }
+
+void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer) {
+    BlobReader reader(peer);
+    auto key = reader.get<std::uint64_t>();
+    {
+        Table& t = table();
+        std::lock_guard<std::mutex> lock(t.mutex);
+        auto it = t.endpoints.find(key);
+        if (it != t.endpoints.end()) {
+            endpoint_ = it->second.lock();
+        }
+    }
+    if (!endpoint_) {
+        raise<PeerLost>("the matching receive window was destroyed before its first use", *where_);
+    }
+    CopyTarget target;
+    target.control = &endpoint_->control;
+    target.mapped = endpoint_->buffer;
+    sender_.attach(target, where_);
+}
+
+} // namespace pmr::detail

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// The shm provider: peers on the same node.
+//
+// Every receive window owns a small memory file (memfd) holding its control block and, when its
+// buffer is a user buffer, a staging area of the window's size (address space only until used). The
+// sender maps that file through /proc/<pid>/fd/<fd> once, when the window is first used, and also
+// maps the receive buffer itself when it is pmr memory. The one copy per transfer is then
+//   - inline through the control block for small messages,
+//   - memcpy straight into the receive buffer when it is pmr memory (library-owned windows and
+//     buffers from pmr::allocate),
+//   - process_vm_writev (cross-memory attach) into a user buffer from PMR_SHM_CMA_THRESHOLD bytes
+//     on, and through the staging area below that or where the kernel refuses CMA.
+// Memory files have no name, so a crash leaves nothing behind in /dev/shm.
+#pragma once
+
+#include "core/shared_memory.hpp"
+#include "providers/common/copy_sender.hpp"
+#include "providers/interface.hpp"
+
+#include <memory>
+
+namespace pmr::detail {
+
+struct Shm {
+    static constexpr Provider id = Provider::shm;
+    static constexpr bool handshake = true;
+    static Blob hello(const ConnectionSetup& /*setup*/) { return {}; }
+
+    class Connection {
+    public:
+        /// @throws ProviderError if the peer is on another node.
+        Connection(const ConnectionSetup& setup, const PeerInfo& peer, const Blob& hello);
+        Connection(Connection&& other) noexcept;
+        Connection& operator=(Connection&& other) = delete;
+        ~Connection();
+
+        std::size_t rails() const noexcept { return 1; }
+        /// False once the peer process has exited.
+        bool peer_alive() const noexcept;
+        pid_t peer_pid() const noexcept { return pid_; }
+
+    private:
+        pid_t pid_ = 0;
+        int pidfd_ = -1;
+    };
+
+    class SendWindow {
+    public:
+        explicit SendWindow(const WindowSpec& spec) noexcept;
+        SendWindow(SendWindow&&) noexcept = default;
+        SendWindow& operator=(SendWindow&&) noexcept = default;
+        ~SendWindow() { sender_.close(); }
+
+        Blob describe() const { return {}; }
+        void connect(Connection& connection, const Blob& peer);
+        void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
+        bool test() { return sender_.progress(); }
+        bool peer_gone() const noexcept { return false; }
+
+    private:
+        const std::string* where_;
+        SharedMapping control_; // the receiver's control block and staging area
+        SharedMapping buffer_;  // the receiver's buffer, when it is pmr memory
+        CopySender sender_;
+    };
+
+    class RecvWindow {
+    public:
+        explicit RecvWindow(const WindowSpec& spec);
+        RecvWindow(RecvWindow&&) noexcept = default;
+        RecvWindow& operator=(RecvWindow&&) noexcept = default;
+        ~RecvWindow();
+
+        Blob describe() const;
+        void connect(Connection& connection, const Blob& peer) noexcept;
+        void init() noexcept { receiver_.init(); }
+        bool test() noexcept { return receiver_.test(); }
+        std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }
+        bool peer_gone() const noexcept { return receiver_.sender_closed(); }
+
+    private:
+        SharedMapping control_;
+        MemoryLocation location_;
+        std::uintptr_t address_ = 0;
+        std::size_t bytes_ = 0;
+        Connection* connection_ = nullptr;
+        CopyReceiver receiver_;
+    };
+};
+
+} // namespace pmr::detail

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+// Bad input between two ranks: each case ends in a pmr::Error with a useful message on the ranks
+// involved, never in a hang or a write outside a receive window.
+#include <catch2/catch.hpp>
+
+#include <pmr/pmr.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Short deadline for the cases that must time out. Set before pmr reads its settings.
+const bool short_timeout = [] { return setenv("PMR_TIMEOUT", "2", 1) == 0; }();
+
+struct Ranks {
+    int me = 0;
+    int peer = 0;
+    Ranks() {
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
+        peer = 1 - me;
+    }
+};
+
+template <class E, class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    }
+    FAIL("expected exception was not thrown");
+    return {};
+}
+
+constexpr unsigned char guard = 0xA5;
+
+} // namespace
+
+TEST_CASE("a send window larger than the peer's receive window fails on both sides", "[errors]") {
+    REQUIRE(short_timeout);
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 20, 20));
+    // Rank 0 sends 100 B to rank 1, which only offers 64 B, inside a guarded buffer.
+    std::vector<unsigned char> memory(64 + 2 * 64, guard);
+    pmr::SendWindow<unsigned char> send(c, r.me == 0 ? 100 : 64);
+    pmr::RecvWindow<unsigned char> recv(c, memory.data() + 64, 64);
+    // The other pair of this connection (rank 1 -> rank 0, 64 B -> 64 B) is fine and unused.
+    if (r.me == 0) {
+        auto m = message_of<pmr::SizeError>([&] { send.init(); });
+        CHECK(m.find("100 B") != std::string::npos);
+        CHECK(m.find("64 B") != std::string::npos);
+        CHECK(m.find("peer 1") != std::string::npos);
+    } else {
+        auto n = message_of<pmr::SizeError>([&] { recv.init(); });
+        CHECK(n.find("larger than the peer's receive window") != std::string::npos);
+    }
+    for (std::size_t i = 0; i < memory.size(); ++i) {
+        if (i < 64 || i >= 128) {
+            REQUIRE(memory[i] == guard);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("the two sides force different providers", "[errors]") {
+    Ranks r;
+    if (!pmr::is_compiled(pmr::Provider::shm)) {
+        WARN("shm is not compiled in: nothing to force");
+        return;
+    }
+    // Rank 0 forces shm, rank 1 forces nothing: both learn it when the handshake completes.
+    const pmr::Target target(MPI_COMM_WORLD, r.peer, 21, 21);
+    pmr::Connection c =
+        r.me == 0 ? pmr::Connection(target, pmr::Provider::shm) : pmr::Connection(target);
+    auto m = message_of<pmr::ArgumentError>([&] { c.establish(); });
+    CHECK(m.find("forces") != std::string::npos);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a peer that never creates the matching window gives Timeout", "[errors]") {
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 22, 22));
+    c.establish();
+    if (r.me == 0) {
+        pmr::SendWindow<int> send(c, 10); // rank 1 creates no receive window
+        auto start = std::chrono::steady_clock::now();
+        auto m = message_of<pmr::Timeout>([&] { send.init(); });
+        auto seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        CHECK(seconds < 10);
+        CHECK(m.find("send window #0") != std::string::npos);
+        CHECK(m.find("peer 1") != std::string::npos);
+        CHECK(m.find("matching") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a wait the peer never answers gives Timeout naming peer and window", "[errors]") {
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 23, 23));
+    pmr::SendWindow<int> send(c, 10);
+    pmr::RecvWindow<int> recv(c, 10);
+    recv.init();
+    send.init();
+    if (r.me == 0) {
+        recv.post(); // rank 1 never posts
+        auto m = message_of<pmr::Timeout>([&] { recv.wait(); });
+        CHECK(m.find("receive window #0") != std::string::npos);
+        CHECK(m.find("PMR_TIMEOUT") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a sender waits for a receiver that never calls init: Timeout", "[errors]") {
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 24, 24));
+    pmr::SendWindow<int> send(c, 1000); // above the inline size: needs the receiver's init
+    pmr::RecvWindow<int> recv(c, 1000);
+    if (r.me == 0) {
+        send.init();
+        send.post();
+        auto m = message_of<pmr::Timeout>([&] { send.wait(); });
+        CHECK(m.find("has not called init()") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r.me == 1) {
+        recv.init(); // now the pending transfer may land: the sender's window still exists
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r.me == 0) {
+        send.wait(); // completes now
+    } else {
+        recv.post();
+        recv.wait();
+        CHECK(recv.received_count() == 1000);
+    }
+}
