@@ -47,6 +47,7 @@ TEST_CASE("a send window larger than the peer's receive window fails on both sid
     std::vector<unsigned char> memory(64 + 2 * 64, guard);
     pmr::SendWindow<unsigned char> send(c, r.me == 0 ? 100 : 64);
     pmr::RecvWindow<unsigned char> recv(c, memory.data() + 64, 64);
+    MPI_Barrier(MPI_COMM_WORLD); // both sides constructed: only the size can fail below
     // The other pair of this connection (rank 1 -> rank 0, 64 B -> 64 B) is fine and unused.
     if (r.me == 0) {
         auto m = message_of<pmr::SizeError>([&] { send.init(); });
@@ -75,6 +76,7 @@ TEST_CASE("the two sides force different providers", "[errors]") {
     const pmr::Target target(MPI_COMM_WORLD, r.peer, 21, 21);
     pmr::Connection c =
         r.me == 0 ? pmr::Connection(target, pmr::Provider::shm) : pmr::Connection(target);
+    MPI_Barrier(MPI_COMM_WORLD);
     auto m = message_of<pmr::ArgumentError>([&] { c.establish(); });
     CHECK(m.find("forces") != std::string::npos);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -83,6 +85,7 @@ TEST_CASE("the two sides force different providers", "[errors]") {
 TEST_CASE("a peer that never creates the matching window gives Timeout", "[errors]") {
     Ranks r;
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 22, 22));
+    MPI_Barrier(MPI_COMM_WORLD);
     c.establish();
     if (r.me == 0) {
         pmr::SendWindow<int> send(c, 10); // rank 1 creates no receive window
@@ -103,6 +106,7 @@ TEST_CASE("a wait the peer never answers gives Timeout naming peer and window", 
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 23, 23));
     pmr::SendWindow<int> send(c, 10);
     pmr::RecvWindow<int> recv(c, 10);
+    MPI_Barrier(MPI_COMM_WORLD);
     recv.init();
     send.init();
     if (r.me == 0) {
@@ -119,6 +123,7 @@ TEST_CASE("a sender waits for a receiver that never calls init: Timeout", "[erro
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 24, 24));
     pmr::SendWindow<int> send(c, 1000); // above the inline size: needs the receiver's init
     pmr::RecvWindow<int> recv(c, 1000);
+    MPI_Barrier(MPI_COMM_WORLD);
     if (r.me == 0) {
         send.init();
         send.post();

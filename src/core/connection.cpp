@@ -42,17 +42,19 @@ std::optional<Provider> provider_from_environment(const Target& target) {
     if (!name) {
         return std::nullopt;
     }
-    const std::string where = "rank " + std::to_string(target.own_rank()) + " -> peer " +
-                              std::to_string(target.rank());
+    const std::string where =
+        "rank " + std::to_string(target.own_rank()) + " -> peer " + std::to_string(target.rank());
     auto provider = provider_from_string(*name);
     if (!provider || !is_compiled(*provider)) {
-        raise<ArgumentError>("PMR_PROVIDER=" + *name + (provider ? " is not compiled into this build"
-                                                                 : " names no provider"),
-                             where, "Compiled providers: " + compiled_providers_string() + ".");
+        raise<ArgumentError>(
+            "PMR_PROVIDER=" + *name +
+                (provider ? " is not compiled into this build" : " names no provider"),
+            where, "Compiled providers: " + compiled_providers_string() + ".");
     }
     if (*provider == Provider::null || *provider == Provider::self) {
         raise<ArgumentError>("PMR_PROVIDER=" + *name + " cannot carry inter-process connections",
-                             where, "Use one of: " + compiled_providers_string() + " (not null, self).");
+                             where,
+                             "Use one of: " + compiled_providers_string() + " (not null, self).");
     }
     return provider;
 }
@@ -65,15 +67,14 @@ Offer make_offer(const Target& target, std::optional<Provider> forced, const std
                                      " is not compiled into this build",
                                  where, "Compiled providers: " + compiled_providers_string() + ".");
         }
-        const bool fits = target.is_null() ? *forced == Provider::null
+        const bool fits = target.is_null()            ? *forced == Provider::null
                           : *forced == Provider::null ? false
                           : *forced == Provider::self ? target.is_self()
                                                       : true;
         if (!fits) {
             raise<ArgumentError>("provider " + std::string(to_string(*forced)) +
                                      " cannot serve this target",
-                                 where,
-                                 "null serves MPI_PROC_NULL only, self the own rank only.");
+                                 where, "null serves MPI_PROC_NULL only, self the own rank only.");
         }
         offer.forced = forced;
         offer.candidates = {*forced};
@@ -140,7 +141,9 @@ ConnectionState::ConnectionState(const Target& target, std::optional<Provider> f
     }
     BlobWriter hello;
     hello.put(hello_version).put(static_cast<std::int32_t>(getpid())).put_string(node_name());
-    hello.put<std::int16_t>(offer_.forced ? static_cast<std::int16_t>(*offer_.forced) : -1);
+    const std::int16_t forced_id =
+        offer_.forced ? static_cast<std::int16_t>(*offer_.forced) : std::int16_t{-1};
+    hello.put(forced_id);
     hello.put<std::uint32_t>(static_cast<std::uint32_t>(offer_.candidates.size()));
     const ConnectionSetup setup{&target_, describe()};
     for (Provider p : offer_.candidates) {
@@ -260,8 +263,12 @@ std::size_t Connection::rails() {
     return state_->rails();
 }
 
-const Target& Connection::target() const noexcept { return state_->target(); }
+const Target& Connection::target() const noexcept {
+    return state_->target();
+}
 
-std::string Connection::describe() const { return checked().describe(); }
+std::string Connection::describe() const {
+    return checked().describe();
+}
 
 } // namespace pmr

@@ -44,7 +44,7 @@ inline constexpr std::size_t inline_capacity = sizeof(Slot::data);
 
 /// Credit word values beyond round numbers.
 inline constexpr std::uint64_t claimed_bit = std::uint64_t{1} << 62; // a copy into the buffer runs
-inline constexpr std::uint64_t revoked = std::uint64_t{1} << 63;     // receive window destroyed
+inline constexpr std::uint64_t revoked_credit = std::uint64_t{1} << 63; // receive window gone
 
 /// Lives in memory both processes map; only lock-free atomics and plain bytes.
 struct ControlBlock {
@@ -79,6 +79,9 @@ inline bool receive(ControlBlock& block, std::uint64_t round, std::byte* buffer,
         return false;
     }
     bytes = static_cast<std::size_t>(slot.bytes);
+    if (bytes == 0) {
+        return true; // an empty window may have no buffer at all
+    }
     if (slot.delivery == Delivery::inlined) {
         std::memcpy(buffer, slot.data, bytes);
     } else if (slot.delivery == Delivery::staged) {
@@ -95,7 +98,7 @@ inline std::uint64_t revoke(ControlBlock& block) noexcept {
         if ((credit & claimed_bit) != 0) {
             return credit & ~claimed_bit;
         }
-        if (block.credit.compare_exchange_weak(credit, revoked, std::memory_order_acq_rel,
+        if (block.credit.compare_exchange_weak(credit, revoked_credit, std::memory_order_acq_rel,
                                                std::memory_order_acquire)) {
             return 0;
         }
@@ -115,7 +118,7 @@ inline Credit check_credit(const ControlBlock& block, std::uint64_t needed,
         return Credit::granted;
     }
     std::uint64_t credit = block.credit.load(std::memory_order_acquire);
-    if (credit == revoked) {
+    if (credit == revoked_credit) {
         return Credit::revoked;
     }
     cached = credit & ~claimed_bit;
@@ -127,7 +130,7 @@ inline Credit check_credit(const ControlBlock& block, std::uint64_t needed,
 inline Credit claim(ControlBlock& block, std::uint64_t round) noexcept {
     std::uint64_t credit = block.credit.load(std::memory_order_acquire);
     for (;;) {
-        if (credit == revoked) {
+        if (credit == revoked_credit) {
             return Credit::revoked;
         }
         if (credit != round) {
@@ -158,7 +161,9 @@ inline void publish(ControlBlock& block, std::uint64_t round, std::size_t bytes,
 inline void publish_inline(ControlBlock& block, std::uint64_t round, const std::byte* source,
                            std::size_t bytes) noexcept {
     Slot& slot = slot_of(block, round);
-    std::memcpy(slot.data, source, bytes);
+    if (bytes > 0) {
+        std::memcpy(slot.data, source, bytes);
+    }
     publish(block, round, bytes, Delivery::inlined);
 }
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what pmr needs to build, test and benchmark on Debian 12 (or Ubuntu 22.04+).
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config python3
+  libopenmpi-dev openmpi-bin            # MPI: bootstrap and the baselines pmr is measured against
+  libucx-dev ucx-utils                  # UCX provider and ucx_perftest
+  catch2 libbenchmark-dev               # tests and microbenchmarks
+  libibverbs-dev librdmacm-dev libhwloc-dev
+  iproute2                              # network namespaces for the multi-host tests
+  gnuplot-nox                           # pmr-bench --plot
+  clang-format clang-tidy
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: everything is installed"
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

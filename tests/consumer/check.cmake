@@ -1,0 +1,30 @@
+# Installs the build in BUILD_DIR into WORK_DIR/prefix, configures and builds the consumer project
+# against it, checks the pkg-config file, and runs the consumer on one rank.
+file(REMOVE_RECURSE ${WORK_DIR})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer with find_package(pmr) failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed")
+endif()
+file(GLOB_RECURSE pc ${WORK_DIR}/prefix/*/pmr.pc)
+if(NOT pc)
+  message(FATAL_ERROR "pmr.pc was not installed")
+endif()
+file(READ ${pc} pc_text)
+if(NOT pc_text MATCHES "Libs: -L.* -lpmr")
+  message(FATAL_ERROR "pmr.pc has no Libs line")
+endif()
+execute_process(COMMAND ${MPIEXEC} --allow-run-as-root -np 1 ${WORK_DIR}/build/consumer
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the consumer failed")
+endif()
