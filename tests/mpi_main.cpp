@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Catch2 runner for multi-rank tests: initialises MPI, runs the same tests on every rank, and combines
-// the verdict so that a failure on any rank fails the run on all of them. Ranks other than 0 only
-// print when they fail.
+// Catch2 runner for multi-rank tests: initialises MPI, runs the same tests on every rank, and
+// combines the verdict so that a failure on any rank fails the run on all of them. Ranks other than
+// 0 only print when they fail.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// @file communicator.hpp
-/// An MPI communicator, optionally with a Cartesian grid, that hands out the Target of the neighbour in
-/// every direction.
+/// An MPI communicator, optionally with a Cartesian grid, that hands out the Target of the
+/// neighbour in every direction.
 #pragma once
 
 #include <mpi.h>
@@ -28,7 +28,8 @@ public:
     /// Creates a Cartesian grid over `comm`. Entries of `dims` that are 0 are filled in by
     /// `MPI_Dims_create`. `periodic` has one entry per dimension (empty: none periodic).
     /// Collective over `comm`.
-    /// @throws ArgumentError if `periodic` has the wrong length or the grid does not match the size.
+    /// @throws ArgumentError if `periodic` has the wrong length or the grid does not match the
+    /// size.
     Communicator(MPI_Comm comm, std::vector<int> dims, std::vector<bool> periodic = {},
                  bool reorder = false);
 
@@ -53,8 +54,8 @@ public:
     const std::vector<int>& coordinates() const noexcept { return coords_; }
     const std::vector<int>& extents() const noexcept { return dims_; }
 
-    /// Rank of the neighbour in `dimension`, `direction` -1 (lower) or +1 (upper); MPI_PROC_NULL at a
-    /// non-periodic boundary.
+    /// Rank of the neighbour in `dimension`, `direction` -1 (lower) or +1 (upper); MPI_PROC_NULL at
+    /// a non-periodic boundary.
     /// @throws ArgumentError for a bad dimension or direction, UsageError if there is no grid.
     int neighbor(int dimension, int direction) const;
 

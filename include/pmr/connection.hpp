@@ -20,17 +20,17 @@ class ConnectionState;
 ///
 /// Construction never blocks: it sends this side's description to the peer and returns. The
 /// handshake completes when the connection or one of its windows is first used (or on establish()),
-/// which waits only until the peer has *constructed* the matching connection. Connections and windows
-/// can therefore be created in any order on different ranks.
+/// which waits only until the peer has *constructed* the matching connection. Connections and
+/// windows can therefore be created in any order on different ranks.
 ///
 /// The transport is chosen once, when the handshake completes: `null` for MPI_PROC_NULL, `self` for
 /// the own rank, `shm` for a peer on the same node, a network provider otherwise. The environment
 /// variable `PMR_PROVIDER=<name>` forces the provider of every inter-process connection.
 ///
 /// Threading: a connection and its windows are used by one thread at a time; different connections
-/// may be used from different threads. The data path never calls MPI, so any MPI thread level works;
-/// construction and the first use call MPI and need `MPI_THREAD_SERIALIZED` if made from several
-/// threads.
+/// may be used from different threads. The data path never calls MPI, so any MPI thread level
+/// works; construction and the first use call MPI and need `MPI_THREAD_SERIALIZED` if made from
+/// several threads.
 class Connection {
 public:
     /// @throws ArgumentError, BootstrapError (see Target).
@@ -46,7 +46,8 @@ public:
     ~Connection();
 
     /// Completes the handshake now; blocks until the peer has constructed its side.
-    /// @throws Timeout, PeerLost, ProviderError, ArgumentError (peer disagrees on a forced provider).
+    /// @throws Timeout, PeerLost, ProviderError, ArgumentError (peer disagrees on a forced
+    /// provider).
     void establish();
 
     /// Provider chosen for this connection (completes the handshake if needed).

@@ -15,7 +15,9 @@ namespace pmr {
 void* allocate_bytes(std::size_t bytes);
 /// Releases memory from allocate_bytes(); `nullptr` is ignored.
 void deallocate_bytes(void* pointer) noexcept;
-/// Whether [pointer, pointer + bytes) lies inside one allocation of allocate_bytes().
+/// Whether [pointer, pointer + bytes) lies inside one allocation of allocate_bytes(), or inside the
+/// memory of a library-owned window (which a connection that can use only one provider takes from
+/// that provider, e.g. UCX memory that peers on the node can map).
 bool is_pmr_memory(const void* pointer, std::size_t bytes) noexcept;
 
 /// Typed allocate_bytes(); the elements are zero bytes, not constructed objects.
@@ -34,7 +36,8 @@ void deallocate(T* pointer) noexcept {
 }
 
 /// Standard allocator over allocate_bytes(), e.g. `std::vector<double, pmr::Allocator<double>>`.
-/// Every allocation is a separate mapping, so use it for a few large buffers, not for many small ones.
+/// Every allocation is a separate mapping, so use it for a few large buffers, not for many small
+/// ones.
 template <class T>
 struct Allocator {
     using value_type = T;

@@ -10,8 +10,8 @@
 
 namespace pmr {
 
-/// A transport. Which ones exist in a build is fixed at configure time (`PMR_WITH_<NAME>`); which one a
-/// connection uses is decided once, when the connection is established.
+/// A transport. Which ones exist in a build is fixed at configure time (`PMR_WITH_<NAME>`); which
+/// one a connection uses is decided once, when the connection is established.
 enum class Provider : unsigned char {
     null, ///< peer is MPI_PROC_NULL: every operation is a no-op
     self, ///< peer is the own process: one memcpy

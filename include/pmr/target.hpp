@@ -11,16 +11,16 @@ class Communicator;
 
 /// Names the peer of a Connection.
 ///
-/// Connections pair by tags: `Target(comm, p, a, b)` on rank q pairs with `Target(comm, q, b, a)` on
-/// rank p. The same holds for the own rank: two self connections with swapped tags pair with each
-/// other, and one with `a == b` pairs with itself (a periodic dimension of size 1). Several connections
-/// with identical targets pair in creation order.
+/// Connections pair by tags: `Target(comm, p, a, b)` on rank q pairs with `Target(comm, q, b, a)`
+/// on rank p. The same holds for the own rank: two self connections with swapped tags pair with
+/// each other, and one with `a == b` pairs with itself (a periodic dimension of size 1). Several
+/// connections with identical targets pair in creation order.
 ///
 /// `MPI_PROC_NULL` as rank gives a null target: its connection and windows do nothing.
 ///
-/// pmr sends its set-up messages on `comm` with tags above `MPI_TAG_UB / 2`, so the user tags must be
-/// at most `MPI_TAG_UB / 2`, and the application should not receive with `MPI_ANY_TAG` on `comm` while
-/// pmr objects are being created or first used.
+/// pmr sends its set-up messages on `comm` with tags above `MPI_TAG_UB / 2`, so the user tags must
+/// be at most `MPI_TAG_UB / 2`, and the application should not receive with `MPI_ANY_TAG` on `comm`
+/// while pmr objects are being created or first used.
 class Target {
 public:
     /// @throws ArgumentError if `rank` is neither `MPI_PROC_NULL` nor a rank of `comm`, or a tag is

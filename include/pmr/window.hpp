@@ -20,6 +20,11 @@
 /// the peer's matching connection. The send window may be smaller than the receive window (the
 /// receiver learns the size from received_bytes()), never larger.
 ///
+/// Multi-rail: a connection may have several rails (independent network paths,
+/// Connection::rails()). `send.post({{0, a, 0}, {a, b, 1}})` sends the first a + b bytes, the first
+/// a over rail 0 and the next b over rail 1; the receiver sees one transfer of a + b bytes. See
+/// SendWindow::post(ranges).
+///
 /// Windows hold their connection alive. Threading: see Connection.
 #pragma once
 
@@ -28,12 +33,21 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <type_traits>
 
 namespace pmr {
+
+/// A piece of a multi-rail post: `bytes` bytes of the window from `offset` on, carried over rail
+/// `rail` of the connection (0 <= rail < Connection::rails()). See SendWindow::post(ranges).
+struct RailRange {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    std::size_t rail = 0;
+};
 
 namespace detail {
 
@@ -59,6 +73,7 @@ public:
     void init();
     void post();
     void post(std::size_t bytes);
+    void post(const RailRange* ranges, std::size_t count);
     void wait();
     bool test();
 
@@ -161,6 +176,19 @@ public:
     /// Transfers only the first `bytes` bytes of the window.
     /// @throws SizeError if `bytes` exceeds this window or the peer's receive window.
     void post(std::size_t bytes) { this->core_.post(bytes); }
+
+    /// Multi-rail post: transfers the first n bytes like post(n), piece by piece, each piece over
+    /// its own rail, so that one message can use several network devices at once. The pieces must
+    /// tile [0, n) in order: the first starts at offset 0, each next one where the previous ended;
+    /// n is where the last one ends. Empty pieces are allowed; no pieces post 0 bytes. The receiver
+    /// sees one transfer of n bytes. With one rail (self, shm, single-rail ucx) every piece names
+    /// rail 0 and the call equals post(n).
+    /// @throws ArgumentError if the pieces do not tile a prefix of the window in order or name a
+    /// rail
+    ///         >= Connection::rails(); SizeError and UsageError as post(bytes).
+    void post(const RailRange* ranges, std::size_t count) { this->core_.post(ranges, count); }
+    /// Same, e.g. `send.post({{0, half, 0}, {half, rest, 1}})`.
+    void post(std::initializer_list<RailRange> ranges) { post(ranges.begin(), ranges.size()); }
 };
 
 /// Receiving half of a persistent transfer. See the file comment for the state machine.

@@ -134,8 +134,8 @@ void Communicator::check_dimension(int dimension) const {
                                   "Construct it with Communicator(comm, dims, periodic).");
     }
     if (dimension < 0 || dimension >= dimensions()) {
-        detail::raise<ArgumentError>("dimension " + std::to_string(dimension) +
-                                         " is not in [0, " + std::to_string(dimensions()) + ")",
+        detail::raise<ArgumentError>("dimension " + std::to_string(dimension) + " is not in [0, " +
+                                         std::to_string(dimensions()) + ")",
                                      "Communicator rank " + std::to_string(rank_));
     }
 }

@@ -39,8 +39,11 @@ void check(int rc, const char* call) {
 // Process-wide state of the set-up traffic. Guarded by a mutex so that set-up from several threads
 // (with MPI_THREAD_MULTIPLE) stays consistent.
 struct PostOffice {
-    using OrdinalKey = std::tuple<MPI_Comm, int, int, int>; // comm, peer, send tag, recv tag
-    using InboxKey = std::tuple<MPI_Comm, int, int, std::uint32_t, std::uint32_t, std::uint32_t>;
+    // Communicators are told apart by a generation number, not by their handle: MPI reuses the
+    // handle of a freed communicator, and a new communicator must start counting afresh.
+    using OrdinalKey = std::tuple<std::uint64_t, int, int, int>; // generation, peer, tags
+    using InboxKey =
+        std::tuple<std::uint64_t, int, int, std::uint32_t, std::uint32_t, std::uint32_t>;
 
     struct Outgoing {
         MPI_Request request;
@@ -51,8 +54,21 @@ struct PostOffice {
     std::map<OrdinalKey, std::uint32_t> ordinals;
     std::map<InboxKey, Blob> inbox;
     std::vector<Outgoing> outgoing;
+    std::uint64_t next_generation = 1;
 
-    // Completed sends release their buffers; incomplete ones stay (small messages complete eagerly).
+    // Everything known about a communicator that is being freed.
+    void forget(std::uint64_t generation) {
+        auto drop = [generation](auto& table) {
+            for (auto it = table.begin(); it != table.end();) {
+                it = std::get<0>(it->first) == generation ? table.erase(it) : std::next(it);
+            }
+        };
+        drop(ordinals);
+        drop(inbox);
+    }
+
+    // Completed sends release their buffers; incomplete ones stay (small messages complete
+    // eagerly).
     void collect_sends() {
         for (auto it = outgoing.begin(); it != outgoing.end();) {
             int done = 0;
@@ -62,7 +78,7 @@ struct PostOffice {
     }
 
     // Moves every message that has arrived from (peer, tag) into the inbox.
-    void collect_incoming(MPI_Comm comm, int peer, int tag) {
+    void collect_incoming(MPI_Comm comm, std::uint64_t generation, int peer, int tag) {
         for (;;) {
             int found = 0;
             MPI_Message message = MPI_MESSAGE_NULL;
@@ -85,7 +101,7 @@ struct PostOffice {
                 continue;
             }
             data.erase(data.begin(), data.begin() + sizeof h);
-            inbox[{comm, peer, tag, h.ordinal, h.kind, h.index}] = std::move(data);
+            inbox[{generation, peer, tag, h.ordinal, h.kind, h.index}] = std::move(data);
         }
     }
 };
@@ -93,6 +109,42 @@ struct PostOffice {
 PostOffice& post_office() {
     static auto* office = new PostOffice(); // never destroyed: MPI may be finalised by then
     return *office;
+}
+
+// Called by MPI when a communicator pmr has used is freed (or at MPI_Finalize).
+int forget_communicator(MPI_Comm /*comm*/, int /*keyval*/, void* value, void* /*extra*/) {
+    auto& office = post_office();
+    std::lock_guard<std::mutex> lock(office.mutex);
+    office.forget(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value)));
+    return MPI_SUCCESS;
+}
+
+// The generation of `comm`, kept in an attribute of the communicator. Dup'ed communicators do not
+// inherit it (MPI_COMM_NULL_COPY_FN).
+std::uint64_t generation_of(MPI_Comm comm) {
+    static const int keyval = [] {
+        int k = MPI_KEYVAL_INVALID;
+        check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_communicator, &k, nullptr),
+              "MPI_Comm_create_keyval");
+        return k;
+    }();
+    void* value = nullptr;
+    int found = 0;
+    check(MPI_Comm_get_attr(comm, keyval, &value, &found), "MPI_Comm_get_attr");
+    if (found != 0) {
+        return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value));
+    }
+    std::uint64_t generation = 0;
+    {
+        auto& office = post_office();
+        std::lock_guard<std::mutex> lock(office.mutex);
+        generation = office.next_generation++;
+    }
+    // The attribute value is the number itself, stored in the pointer.
+    check(MPI_Comm_set_attr(comm, keyval,
+                            reinterpret_cast<void*>(static_cast<std::uintptr_t>(generation))),
+          "MPI_Comm_set_attr");
+    return generation;
 }
 
 int tag_base() {
@@ -116,14 +168,16 @@ bool mpi_active() noexcept {
     return initialized != 0 && finalized == 0;
 }
 
-int max_user_tag() { return tag_base(); }
+int max_user_tag() {
+    return tag_base();
+}
 
 Channel::Channel(const Target& target)
-    : comm_(target.comm()), peer_(target.rank()), send_tag_(tag_base() + target.send_tag()),
-      recv_tag_(tag_base() + target.recv_tag()) {
+    : comm_(target.comm()), generation_(generation_of(target.comm())), peer_(target.rank()),
+      send_tag_(tag_base() + target.send_tag()), recv_tag_(tag_base() + target.recv_tag()) {
     auto& office = post_office();
     std::lock_guard<std::mutex> lock(office.mutex);
-    ordinal_ = office.ordinals[{comm_, peer_, target.send_tag(), target.recv_tag()}]++;
+    ordinal_ = office.ordinals[{generation_, peer_, target.send_tag(), target.recv_tag()}]++;
 }
 
 void Channel::send(Kind kind, std::uint32_t index, const Blob& payload) {
@@ -144,14 +198,14 @@ void Channel::send(Kind kind, std::uint32_t index, const Blob& payload) {
 
 Blob Channel::receive(Kind kind, std::uint32_t index, const std::string& where) {
     auto& office = post_office();
-    const PostOffice::InboxKey key{comm_, peer_,  recv_tag_, ordinal_, static_cast<std::uint32_t>(kind),
-                                   index};
+    const PostOffice::InboxKey key{
+        generation_, peer_, recv_tag_, ordinal_, static_cast<std::uint32_t>(kind), index};
     Backoff backoff;
     for (;;) {
         {
             std::lock_guard<std::mutex> lock(office.mutex);
             office.collect_sends();
-            office.collect_incoming(comm_, peer_, recv_tag_);
+            office.collect_incoming(comm_, generation_, peer_, recv_tag_);
             auto it = office.inbox.find(key);
             if (it != office.inbox.end()) {
                 Blob message = std::move(it->second);

@@ -42,6 +42,7 @@ public:
 
 private:
     MPI_Comm comm_;
+    std::uint64_t generation_; ///< identifies comm_ for as long as it exists
     int peer_;
     int send_tag_;
     int recv_tag_;

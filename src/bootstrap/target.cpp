@@ -12,8 +12,8 @@ namespace pmr {
 Target::Target(MPI_Comm comm, int rank, int send_tag, int recv_tag)
     : comm_(comm), rank_(rank), send_tag_(send_tag), recv_tag_(recv_tag) {
     const std::string where = "Target(rank " + std::to_string(rank) + ", send tag " +
-                              std::to_string(send_tag) + ", recv tag " +
-                              std::to_string(recv_tag) + ")";
+                              std::to_string(send_tag) + ", recv tag " + std::to_string(recv_tag) +
+                              ")";
     if (!detail::bootstrap::mpi_active()) {
         detail::raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
                                       "Create pmr objects between MPI_Init and MPI_Finalize.");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // How pmr waits: spin briefly (the peer is usually a few hundred nanoseconds away), then yield the
-// core so that more ranks than cores still make progress, and every few milliseconds give the caller
-// a chance to check that the peer is alive and that PMR_TIMEOUT has not passed.
+// core so that more ranks than cores still make progress, and every few milliseconds give the
+// caller a chance to check that the peer is alive and that PMR_TIMEOUT has not passed.
 #pragma once
 
 #include "core/environment.hpp"
@@ -25,7 +25,8 @@ public:
     using Clock = std::chrono::steady_clock;
 
     Backoff() noexcept
-        : start_(Clock::now()), spin_until_(start_ + to_duration(settings().spin_microseconds * 1e-6)),
+        : start_(Clock::now()),
+          spin_until_(start_ + to_duration(settings().spin_microseconds * 1e-6)),
           next_check_(start_ + check_interval) {}
 
     /// Call after each unsuccessful poll. Returns true when it is time for the slow checks

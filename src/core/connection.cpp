@@ -160,6 +160,20 @@ void ConnectionState::establish() {
     if (established_) {
         return;
     }
+    if (setup_error_) {
+        std::rethrow_exception(setup_error_);
+    }
+    try {
+        complete_handshake();
+    } catch (const Timeout&) {
+        throw; // the peer may just be slow: establish() can be called again
+    } catch (...) {
+        setup_error_ = std::current_exception(); // the peer's hello is consumed: final
+        throw;
+    }
+}
+
+void ConnectionState::complete_handshake() {
     const std::string where = describe();
     const Blob message = channel_->receive(bootstrap::Kind::hello, 0, where);
     BlobReader reader(message);

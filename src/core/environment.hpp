@@ -17,7 +17,8 @@ struct Settings {
     double spin_microseconds = 20.0;
     /// PMR_SHM_CMA: 0 disables cross-memory attach in the shm provider (staging copies instead).
     bool shm_cma = true;
-    /// PMR_SHM_CMA_THRESHOLD: from this many bytes on, user-buffer windows use CMA, below it staging.
+    /// PMR_SHM_CMA_THRESHOLD: from this many bytes on, user-buffer windows use CMA, below it
+    /// staging.
     std::size_t shm_cma_threshold = std::size_t{32} * 1024;
     /// PMR_DEBUG: 1 logs set-up decisions (provider per connection, paths per window) to stderr.
     bool debug = false;

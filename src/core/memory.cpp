@@ -52,6 +52,10 @@ SharedMapping SharedMapping::open(pid_t pid, int fd, std::size_t offset, std::si
     SharedMapping m;
     const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
     int local = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (local < 0 && (errno == ENOENT || errno == ESRCH)) {
+        raise<PeerLost>("the peer's shared memory is gone", where,
+                        "The peer process exited, or destroyed its window before the first use.");
+    }
     if (local < 0) {
         raise_system("open of the peer's shared memory", errno, where,
                      "The peer process must be alive, run as the same user, and /proc must be "
@@ -90,7 +94,9 @@ SharedMapping& SharedMapping::operator=(SharedMapping&& other) noexcept {
     return *this;
 }
 
-SharedMapping::~SharedMapping() { release(); }
+SharedMapping::~SharedMapping() {
+    release();
+}
 
 void SharedMapping::release() noexcept {
     if (base_ != nullptr) {
@@ -106,10 +112,12 @@ void SharedMapping::release() noexcept {
 
 namespace {
 
-// Every block handed out by pmr::allocate, by start address.
+// Every block handed out by pmr::allocate, by start address, and the sizes of library-owned
+// window memory from provider allocators.
 struct Registry {
     std::mutex mutex;
     std::map<std::uintptr_t, SharedMapping> blocks;
+    std::map<std::uintptr_t, std::size_t> owned;
 };
 
 Registry& registry() {
@@ -133,6 +141,18 @@ MemoryLocation locate(const void* pointer, std::size_t bytes) noexcept {
         return {};
     }
     return {it->second.fd(), offset};
+}
+
+void register_owned_block(const void* pointer, std::size_t bytes) {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.owned[reinterpret_cast<std::uintptr_t>(pointer)] = bytes;
+}
+
+void unregister_owned_block(const void* pointer) noexcept {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.owned.erase(reinterpret_cast<std::uintptr_t>(pointer));
 }
 
 } // namespace pmr::detail
@@ -171,7 +191,19 @@ void deallocate_bytes(void* pointer) noexcept {
 }
 
 bool is_pmr_memory(const void* pointer, std::size_t bytes) noexcept {
-    return detail::locate(pointer, bytes).fd >= 0;
+    if (detail::locate(pointer, bytes).fd >= 0) {
+        return true;
+    }
+    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    auto& r = detail::registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.owned.upper_bound(address);
+    if (it == r.owned.begin()) {
+        return false;
+    }
+    --it;
+    const std::size_t offset = address - it->first;
+    return offset <= it->second && bytes <= it->second - offset;
 }
 
 } // namespace pmr

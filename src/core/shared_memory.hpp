@@ -19,8 +19,8 @@ public:
     /// New zero-filled memory file of at least `bytes` (rounded up to pages), mapped read-write.
     /// @throws ProviderError with `where` in the message.
     static SharedMapping create(std::size_t bytes, const char* where);
-    /// Maps [offset, offset + bytes) of descriptor `fd` of process `pid` (a memory file it created).
-    /// The offset need not be page aligned.
+    /// Maps [offset, offset + bytes) of descriptor `fd` of process `pid` (a memory file it
+    /// created). The offset need not be page aligned.
     /// @throws ProviderError (e.g. the peer closed the descriptor or /proc is not accessible).
     static SharedMapping open(pid_t pid, int fd, std::size_t offset, std::size_t bytes,
                               const char* where);
@@ -56,5 +56,10 @@ struct MemoryLocation {
 
 /// Location of [pointer, pointer + bytes) if it lies in one pmr::allocate() block, else fd == -1.
 MemoryLocation locate(const void* pointer, std::size_t bytes) noexcept;
+
+/// Records library-owned window memory that a provider allocated (not a memory file), so that
+/// pmr::is_pmr_memory() knows it; unregister before it is freed.
+void register_owned_block(const void* pointer, std::size_t bytes);
+void unregister_owned_block(const void* pointer) noexcept;
 
 } // namespace pmr::detail

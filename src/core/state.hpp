@@ -41,6 +41,8 @@ public:
     Compiled::Connection& native() noexcept { return native_; }
 
 private:
+    void complete_handshake();
+
     Target target_;
     bool handshake_ = true;
     bool established_ = false;
@@ -50,18 +52,23 @@ private:
     Compiled::Connection native_;
     std::uint32_t send_windows_ = 0;
     std::uint32_t recv_windows_ = 0;
+    std::exception_ptr setup_error_; ///< a failed handshake is final: later calls rethrow it
 };
+
+/// Releases library-owned window memory; null for user buffers.
+using ReleaseMemory = void (*)(void*) noexcept;
 
 class WindowState {
 public:
     WindowState(std::shared_ptr<ConnectionState> connection, Side side, std::byte* buffer,
-                std::size_t bytes, bool owned, std::size_t element_size);
+                std::size_t bytes, ReleaseMemory release, std::size_t element_size);
     WindowState(const WindowState&) = delete;
     WindowState& operator=(const WindowState&) = delete;
     ~WindowState();
 
     void init();
     void post(std::size_t bytes);
+    void post(const RailRange* ranges, std::size_t count);
     bool test();
     void wait();
     std::size_t received_bytes() const;
@@ -72,8 +79,13 @@ private:
     enum class Phase : std::uint8_t { idle, initialized, posted };
 
     void activate();
+    void check_post_size(std::size_t bytes) const;
+    template <class F, class R>
+    R on_native(F&& f, R otherwise);
     bool poll();
-    void check_peer();
+    /// When the peer's window or process is gone: true if the operation completed anyway (a last
+    /// poll), else throws PeerLost. False while the peer is there.
+    bool completed_despite_peer_loss();
     [[noreturn]] void order_error(const char* call) const;
 
     std::shared_ptr<ConnectionState> connection_;
@@ -89,6 +101,8 @@ private:
     std::size_t element_size_;
     std::size_t peer_bytes_ = 0; ///< size of the peer's matching window
     bool owned_;
+    ReleaseMemory release_;
+    std::size_t rails_ = 1; ///< of the connection, known once active
     std::string where_;
     std::vector<Compiled::SendWindow> send_candidates_;
     std::vector<Compiled::RecvWindow> recv_candidates_;

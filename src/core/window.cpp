@@ -3,6 +3,7 @@
 // on init/post/test/wait are a state check plus one switch into the provider.
 #include "core/backoff.hpp"
 #include "core/error.hpp"
+#include "core/shared_memory.hpp"
 #include "core/state.hpp"
 
 #include <pmr/memory.hpp>
@@ -18,7 +19,9 @@ namespace {
 template <class T>
 constexpr bool is_empty_alternative = std::is_same_v<std::decay_t<T>, std::monostate>;
 
-std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " B"; }
+std::string bytes_text(std::size_t bytes) {
+    return std::to_string(bytes) + " B";
+}
 
 // Provider held by a candidate window (monostate: none).
 template <class Variant>
@@ -35,6 +38,58 @@ std::optional<Provider> provider_of(const Variant& window) {
         window);
 }
 
+// Tells a candidate window that lost the choice of provider that no peer will ever use it.
+template <class Variant>
+void discard(Variant& window) noexcept {
+    std::visit(
+        [](auto& w) {
+            if constexpr (check::has_discard<std::decay_t<decltype(w)>>::value) {
+                w.discard();
+            }
+        },
+        window);
+}
+
+template <class P>
+void release_provider_memory(void* pointer) noexcept {
+    unregister_owned_block(pointer);
+    P::deallocate(pointer);
+}
+
+struct OwnedMemory {
+    std::byte* data = nullptr;
+    ReleaseMemory release = &deallocate_bytes;
+};
+
+// Library-owned memory comes from the provider's allocator when the connection can use only that
+// provider (UCX memory that a peer on the node maps by ucp_rkey_ptr), and from pmr::allocate
+// otherwise, which every provider reaches by its fastest path.
+OwnedMemory allocate_owned(const ConnectionState& connection, std::size_t bytes) {
+    OwnedMemory memory;
+    if (bytes == 0) {
+        return memory;
+    }
+    if (connection.candidates().size() == 1) {
+        Compiled::dispatch(connection.candidates().front(), [&](auto provider) {
+            using P = decltype(provider);
+            if constexpr (check::has_allocator<P>::value) {
+                memory.data = static_cast<std::byte*>(P::allocate(bytes, connection.describe()));
+                memory.release = &release_provider_memory<P>;
+                try {
+                    register_owned_block(memory.data, bytes);
+                } catch (...) {
+                    P::deallocate(memory.data);
+                    throw;
+                }
+            }
+        });
+    }
+    if (memory.data == nullptr) {
+        memory.data = static_cast<std::byte*>(allocate_bytes(bytes));
+    }
+    return memory;
+}
+
 } // namespace
 
 std::size_t checked_bytes(std::size_t count, std::size_t element_size) {
@@ -46,12 +101,11 @@ std::size_t checked_bytes(std::size_t count, std::size_t element_size) {
     return count * element_size;
 }
 
-WindowState::WindowState(std::shared_ptr<ConnectionState> connection, Side side,
-                         std::byte* buffer, std::size_t bytes, bool owned,
-                         std::size_t element_size)
-    : connection_(std::move(connection)), side_(side),
-      index_(connection_->next_window_index(side)), buffer_(buffer), bytes_(bytes),
-      element_size_(element_size), owned_(owned) {
+WindowState::WindowState(std::shared_ptr<ConnectionState> connection, Side side, std::byte* buffer,
+                         std::size_t bytes, ReleaseMemory release, std::size_t element_size)
+    : connection_(std::move(connection)), side_(side), index_(connection_->next_window_index(side)),
+      buffer_(buffer), bytes_(bytes), element_size_(element_size), owned_(release != nullptr),
+      release_(release) {
     where_ = describe();
     const WindowSpec spec{buffer_, bytes_, owned_, &where_};
     BlobWriter description;
@@ -61,12 +115,12 @@ WindowState::WindowState(std::shared_ptr<ConnectionState> connection, Side side,
         Compiled::dispatch(p, [&](auto provider) {
             using P = decltype(provider);
             if (side_ == Side::send) {
-                auto& w = send_candidates_.emplace_back(std::in_place_type<typename P::SendWindow>,
-                                                        spec);
+                auto& w =
+                    send_candidates_.emplace_back(std::in_place_type<typename P::SendWindow>, spec);
                 description.put(p).put_bytes(std::get<typename P::SendWindow>(w).describe());
             } else {
-                auto& w = recv_candidates_.emplace_back(std::in_place_type<typename P::RecvWindow>,
-                                                        spec);
+                auto& w =
+                    recv_candidates_.emplace_back(std::in_place_type<typename P::RecvWindow>, spec);
                 description.put(p).put_bytes(std::get<typename P::RecvWindow>(w).describe());
             }
         });
@@ -82,10 +136,22 @@ WindowState::~WindowState() {
     // Provider windows first: they may still wait for a copy into the buffer to finish.
     send_ = std::monostate{};
     recv_ = std::monostate{};
+    if (connection_->established()) {
+        const Provider chosen = connection_->provider();
+        auto discard_losers = [chosen](auto& candidates) {
+            for (auto& candidate : candidates) {
+                if (provider_of(candidate) != chosen) {
+                    discard(candidate);
+                }
+            }
+        };
+        discard_losers(send_candidates_);
+        discard_losers(recv_candidates_);
+    }
     send_candidates_.clear();
     recv_candidates_.clear();
     if (owned_) {
-        deallocate_bytes(buffer_);
+        release_(buffer_);
     }
 }
 
@@ -100,6 +166,8 @@ void WindowState::activate() {
             for (auto& candidate : candidates) {
                 if (provider_of(candidate) == chosen) {
                     target = std::move(candidate);
+                } else {
+                    discard(candidate);
                 }
             }
             candidates.clear();
@@ -147,66 +215,52 @@ void WindowState::activate() {
                 std::get<typename P::RecvWindow>(recv_).connect(native, peer_blob);
             }
         });
+        rails_ = connection_->rails();
         active_ = true;
+    } catch (const Timeout&) {
+        throw; // the peer may just be slow: a later call can still complete the set-up
     } catch (...) {
-        setup_error_ = std::current_exception();
+        setup_error_ = std::current_exception(); // the messages are consumed: the failure is final
         throw;
     }
 }
 
-bool WindowState::poll() {
-    if (side_ == Side::send) {
-        return std::visit(
-            [](auto& w) {
-                if constexpr (is_empty_alternative<decltype(w)>) {
-                    return true;
-                } else {
-                    return w.test();
-                }
-            },
-            send_);
-    }
-    return std::visit(
-        [](auto& w) {
-            if constexpr (is_empty_alternative<decltype(w)>) {
-                return true;
-            } else {
-                return w.test();
-            }
-        },
-        recv_);
+// Calls f on the provider window of this side; `otherwise` if there is none (never activated).
+template <class F, class R>
+R WindowState::on_native(F&& f, R otherwise) {
+    auto call = [&](auto& w) -> R {
+        if constexpr (is_empty_alternative<decltype(w)>) {
+            return otherwise;
+        } else {
+            return f(w);
+        }
+    };
+    return side_ == Side::send ? std::visit(call, send_) : std::visit(call, recv_);
 }
 
-void WindowState::check_peer() {
-    const bool gone = side_ == Side::send
-                          ? std::visit(
-                                [](const auto& w) {
-                                    if constexpr (is_empty_alternative<decltype(w)>) {
-                                        return false;
-                                    } else {
-                                        return w.peer_gone();
-                                    }
-                                },
-                                send_)
-                          : std::visit(
-                                [](const auto& w) {
-                                    if constexpr (is_empty_alternative<decltype(w)>) {
-                                        return false;
-                                    } else {
-                                        return w.peer_gone();
-                                    }
-                                },
-                                recv_);
-    if (gone) {
-        raise<PeerLost>(std::string("the peer destroyed its ") +
-                            (side_ == Side::send ? "receive" : "send") +
-                            " window while this one waited for it",
-                        where_, "Keep windows alive until both sides have finished their last round.");
+bool WindowState::poll() {
+    return on_native([](auto& w) { return w.test(); }, true);
+}
+
+bool WindowState::completed_despite_peer_loss() {
+    const bool window_gone = on_native([](auto& w) { return w.peer_gone(); }, false);
+    const bool process_gone = !window_gone && !connection_->peer_alive();
+    if (!window_gone && !process_gone) {
+        return false;
     }
-    if (!connection_->peer_alive()) {
-        raise<PeerLost>("the peer process exited while this window waited for it", where_,
-                        "Check the peer's output for the reason it died.");
+    // The peer may have delivered its last round and then left: its data is published before its
+    // departure, so a final poll decides between "complete" and "lost".
+    if (poll()) {
+        return true;
     }
+    if (window_gone) {
+        raise<PeerLost>(
+            std::string("the peer destroyed its ") + (side_ == Side::send ? "receive" : "send") +
+                " window while this one waited for it",
+            where_, "Keep windows alive until both sides have finished their last round.");
+    }
+    raise<PeerLost>("the peer process exited while this window waited for it", where_,
+                    "Check the peer's output for the reason it died.");
 }
 
 void WindowState::init() {
@@ -228,18 +282,22 @@ void WindowState::init() {
     phase_ = Phase::initialized;
 }
 
+void WindowState::check_post_size(std::size_t bytes) const {
+    if (bytes > bytes_ || bytes > peer_bytes_) {
+        raise<SizeError>("post of " + bytes_text(bytes) + " exceeds " +
+                             (bytes > bytes_
+                                  ? "this window (" + bytes_text(bytes_) + ")"
+                                  : "the peer's receive window (" + bytes_text(peer_bytes_) + ")"),
+                         where_, "Post at most the smaller of the two window sizes.");
+    }
+}
+
 void WindowState::post(std::size_t bytes) {
     if (phase_ != Phase::initialized) {
         order_error("post");
     }
     if (side_ == Side::send) {
-        if (bytes > bytes_ || bytes > peer_bytes_) {
-            raise<SizeError>("post of " + bytes_text(bytes) + " exceeds " +
-                                 (bytes > bytes_ ? "this window (" + bytes_text(bytes_) + ")"
-                                                 : "the peer's receive window (" +
-                                                       bytes_text(peer_bytes_) + ")"),
-                             where_, "Post at most the smaller of the two window sizes.");
-        }
+        check_post_size(bytes);
         std::visit(
             [&](auto& w) {
                 if constexpr (!is_empty_alternative<decltype(w)>) {
@@ -248,6 +306,48 @@ void WindowState::post(std::size_t bytes) {
             },
             send_);
     }
+    phase_ = Phase::posted;
+}
+
+void WindowState::post(const RailRange* ranges, std::size_t count) {
+    if (phase_ != Phase::initialized) {
+        order_error("post");
+    }
+    if (ranges == nullptr && count > 0) {
+        raise<ArgumentError>(
+            "multi-rail post of " + std::to_string(count) + " pieces from a null pointer", where_);
+    }
+    std::size_t end = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const RailRange& piece = ranges[i];
+        if (piece.offset != end) {
+            raise<ArgumentError>(
+                "piece " + std::to_string(i) + " of a multi-rail post starts at byte " +
+                    std::to_string(piece.offset) + ", not at byte " + std::to_string(end) +
+                    " where the previous one ended",
+                where_, "The pieces must tile the posted bytes in order, from offset 0.");
+        }
+        if (piece.rail >= rails_) {
+            raise<ArgumentError>("piece " + std::to_string(i) +
+                                     " of a multi-rail post names rail " +
+                                     std::to_string(piece.rail) + ", but the connection has " +
+                                     std::to_string(rails_),
+                                 where_, "Use rails below Connection::rails().");
+        }
+        end = piece.bytes > static_cast<std::size_t>(-1) - end ? static_cast<std::size_t>(-1)
+                                                               : end + piece.bytes;
+    }
+    check_post_size(end);
+    std::visit(
+        [&](auto& w) {
+            using W = std::decay_t<decltype(w)>;
+            if constexpr (check::has_range_post<W>::value) {
+                w.post(buffer_, ranges, count);
+            } else if constexpr (!is_empty_alternative<W>) {
+                w.post(buffer_, end);
+            }
+        },
+        send_);
     phase_ = Phase::posted;
 }
 
@@ -262,8 +362,10 @@ bool WindowState::test() {
         return true;
     }
     // A caller spinning on test() must also learn that the peer died.
-    if ((++stalled_tests_ & 4095U) == 0) {
-        check_peer();
+    if ((++stalled_tests_ & 4095U) == 0 && completed_despite_peer_loss()) {
+        phase_ = Phase::idle;
+        completed_once_ = true;
+        return true;
     }
     return false;
 }
@@ -272,10 +374,17 @@ void WindowState::wait() {
     if (phase_ != Phase::posted) {
         order_error("wait");
     }
+    if (poll()) { // already complete: the common case, which must not even read the clock
+        phase_ = Phase::idle;
+        completed_once_ = true;
+        return;
+    }
     Backoff backoff;
     while (!poll()) {
         if (backoff.pause()) {
-            check_peer();
+            if (completed_despite_peer_loss()) {
+                break;
+            }
             if (backoff.expired()) {
                 raise<Timeout>("no completion within PMR_TIMEOUT (" +
                                    std::to_string(settings().timeout_seconds) + " s)",
@@ -353,9 +462,8 @@ WindowCore::WindowCore(const Connection& connection, Side side, void* buffer, st
                              "Pass a buffer, or use the (connection, count) constructor for "
                              "library-owned memory.");
     }
-    state_ = std::make_unique<WindowState>(state_of(connection), side,
-                                           static_cast<std::byte*>(buffer), bytes, false,
-                                           element_size);
+    state_ = std::make_unique<WindowState>(
+        state_of(connection), side, static_cast<std::byte*>(buffer), bytes, nullptr, element_size);
     data_ = static_cast<std::byte*>(buffer);
     bytes_ = bytes;
 }
@@ -363,14 +471,15 @@ WindowCore::WindowCore(const Connection& connection, Side side, void* buffer, st
 WindowCore::WindowCore(const Connection& connection, Side side, std::size_t bytes,
                        std::size_t element_size) {
     const auto& state = state_of(connection);
-    auto* memory = bytes > 0 ? static_cast<std::byte*>(allocate_bytes(bytes)) : nullptr;
+    const OwnedMemory memory = allocate_owned(*state, bytes);
     try {
-        state_ = std::make_unique<WindowState>(state, side, memory, bytes, true, element_size);
+        state_ = std::make_unique<WindowState>(state, side, memory.data, bytes, memory.release,
+                                               element_size);
     } catch (...) {
-        deallocate_bytes(memory);
+        memory.release(memory.data);
         throw;
     }
-    data_ = memory;
+    data_ = memory.data;
     bytes_ = bytes;
 }
 
@@ -394,14 +503,33 @@ WindowState& WindowCore::checked() const {
     return *state_;
 }
 
-void WindowCore::init() { checked().init(); }
-void WindowCore::post() { checked().post(bytes_); }
-void WindowCore::post(std::size_t bytes) { checked().post(bytes); }
-void WindowCore::wait() { checked().wait(); }
-bool WindowCore::test() { return checked().test(); }
-bool WindowCore::owns_memory() const noexcept { return state_ && state_->owned(); }
-std::size_t WindowCore::received_bytes() const { return checked().received_bytes(); }
-std::string WindowCore::describe() const { return checked().describe(); }
+void WindowCore::init() {
+    checked().init();
+}
+void WindowCore::post() {
+    checked().post(bytes_);
+}
+void WindowCore::post(std::size_t bytes) {
+    checked().post(bytes);
+}
+void WindowCore::post(const RailRange* ranges, std::size_t count) {
+    checked().post(ranges, count);
+}
+void WindowCore::wait() {
+    checked().wait();
+}
+bool WindowCore::test() {
+    return checked().test();
+}
+bool WindowCore::owns_memory() const noexcept {
+    return state_ && state_->owned();
+}
+std::size_t WindowCore::received_bytes() const {
+    return checked().received_bytes();
+}
+std::string WindowCore::describe() const {
+    return checked().describe();
+}
 
 } // namespace detail
 } // namespace pmr

@@ -4,8 +4,8 @@
 // A provider P is a type with
 //   static constexpr Provider id;
 //   static constexpr bool handshake;            // false: no set-up messages at all (null)
-//   static Blob hello(const ConnectionSetup&);  // connection info for the peer, sent at construction
-//   class Connection {                          // built when the handshake completes
+//   static Blob hello(const ConnectionSetup&);  // connection info for the peer, sent at
+//   construction class Connection {                          // built when the handshake completes
 //       Connection(const ConnectionSetup&, const PeerInfo&, const Blob& peer_hello);
 //       std::size_t rails() const;
 //       bool peer_alive();                      // cheap enough to call every few milliseconds
@@ -20,6 +20,11 @@
 //   SendWindow::post(const std::byte* data, std::size_t bytes);   // starts a transfer
 //   RecvWindow::init();                         // grants the sender the buffer
 //   RecvWindow::received_bytes() const;
+// and may have (detected with the traits below; the core falls back when they are missing)
+//   static void* allocate(std::size_t, const std::string& where);  // memory for library-owned
+//   static void deallocate(void*) noexcept;     // windows when this is the only candidate provider
+//   SendWindow::post(const std::byte*, const RailRange*, std::size_t); // multi-rail; else post(n)
+//   SendWindow/RecvWindow::discard() noexcept;  // the connection chose another provider
 // The core (src/core/window.cpp) owns the state machine, waiting, deadlines and error context;
 // providers only move bytes.
 #pragma once
@@ -28,6 +33,7 @@
 
 #include <pmr/provider.hpp>
 #include <pmr/target.hpp>
+#include <pmr/window.hpp>
 
 #include <cstddef>
 #include <string>
@@ -77,11 +83,10 @@ struct has_post<P, std::void_t<decltype(std::declval<typename P::SendWindow&>().
 template <class P, class = void>
 struct has_receive : std::false_type {};
 template <class P>
-struct has_receive<P,
-                   std::void_t<decltype(std::declval<typename P::RecvWindow&>().init()),
-                               decltype(std::size_t{
-                                   std::declval<const typename P::RecvWindow&>().received_bytes()})>>
-    : std::true_type {};
+struct has_receive<P, std::void_t<decltype(std::declval<typename P::RecvWindow&>().init()),
+                                  decltype(std::size_t{std::declval<const typename P::RecvWindow&>()
+                                                           .received_bytes()})>> : std::true_type {
+};
 
 template <class P, class W, class = void>
 struct has_connect : std::false_type {};
@@ -90,6 +95,29 @@ struct has_connect<P, W,
                    std::void_t<decltype(std::declval<W&>().connect(
                        std::declval<typename P::Connection&>(), std::declval<const Blob&>()))>>
     : std::true_type {};
+
+// Optional members.
+
+template <class P, class = void>
+struct has_allocator : std::false_type {};
+template <class P>
+struct has_allocator<P, std::void_t<decltype(static_cast<void*>(P::allocate(
+                                        std::size_t{}, std::declval<const std::string&>()))),
+                                    decltype(P::deallocate(std::declval<void*>()))>>
+    : std::true_type {};
+
+template <class W, class = void>
+struct has_range_post : std::false_type {};
+template <class W>
+struct has_range_post<
+    W, std::void_t<decltype(std::declval<W&>().post(
+           std::declval<const std::byte*>(), std::declval<const RailRange*>(), std::size_t{}))>>
+    : std::true_type {};
+
+template <class W, class = void>
+struct has_discard : std::false_type {};
+template <class W>
+struct has_discard<W, std::void_t<decltype(std::declval<W&>().discard())>> : std::true_type {};
 
 } // namespace check
 
@@ -102,9 +130,10 @@ constexpr bool provider_conforms() {
                   "a provider needs `static constexpr bool handshake`");
     static_assert(std::is_same_v<decltype(P::hello(std::declval<const ConnectionSetup&>())), Blob>,
                   "a provider needs `static Blob hello(const ConnectionSetup&)`");
-    static_assert(std::is_constructible_v<typename P::Connection, const ConnectionSetup&,
-                                          const PeerInfo&, const Blob&>,
-                  "Provider::Connection must be constructible from (ConnectionSetup, PeerInfo, Blob)");
+    static_assert(
+        std::is_constructible_v<typename P::Connection, const ConnectionSetup&, const PeerInfo&,
+                                const Blob&>,
+        "Provider::Connection must be constructible from (ConnectionSetup, PeerInfo, Blob)");
     static_assert(std::is_nothrow_move_constructible_v<typename P::Connection>,
                   "Provider::Connection must be nothrow movable");
     static_assert(std::is_constructible_v<typename P::SendWindow, const WindowSpec&> &&

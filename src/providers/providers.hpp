@@ -62,8 +62,8 @@ using Compiled = ProviderSet<Null, Self
 
 /// What one side of a connection brings to the choice of provider.
 struct Offer {
-    std::vector<Provider> candidates;  ///< providers this side can use for the target
-    std::optional<Provider> forced;    ///< forced by argument or PMR_PROVIDER
+    std::vector<Provider> candidates; ///< providers this side can use for the target
+    std::optional<Provider> forced;   ///< forced by argument or PMR_PROVIDER
 };
 
 /// The provider both sides will use, computed identically on both from the two offers. Throws

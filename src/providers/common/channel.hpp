@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The copy channel shared by the providers in which the sender's CPU writes straight into the
-// receiver's memory (self, shm): a control block owned by the receive window, and the protocol on it.
+// receiver's memory (self, shm): a control block owned by the receive window, and the protocol on
+// it.
 //
 // Protocol, for round n (both sides count rounds from 1):
 //   receiver init(n):  credit := n                   (release: "my buffer is yours")
-//   sender post(n):    small message: copy into inline slot n % slots, needs credit >= n - slots + 1
+//   sender post(n):    small message: copy into inline slot n % slots, needs credit >= n - slots +
+//   1
 //                      otherwise:     needs credit >= n, copy into the buffer (or staging area)
 //                      then slot.bytes, slot.delivery, slot.sequence := n   (release)
 //   receiver wait(n):  slot(n).sequence == n         (acquire), copy inline/staged data out

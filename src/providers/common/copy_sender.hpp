@@ -172,8 +172,7 @@ public:
     bool test() noexcept { return channel::receive(*control_, round_, buffer_, staging_, bytes_); }
     std::size_t received_bytes() const noexcept { return bytes_; }
     bool sender_closed() const noexcept {
-        return control_ != nullptr &&
-               control_->sender_closed.load(std::memory_order_acquire) != 0;
+        return control_ != nullptr && control_->sender_closed.load(std::memory_order_acquire) != 0;
     }
     channel::ControlBlock* control() const noexcept { return control_; }
 

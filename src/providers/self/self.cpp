@@ -41,7 +41,9 @@ Self::RecvWindow::~RecvWindow() {
     t.endpoints.erase(key_);
 }
 
-Blob Self::RecvWindow::describe() const { return BlobWriter().put(key_).take(); }
+Blob Self::RecvWindow::describe() const {
+    return BlobWriter().put(key_).take();
+}
 
 void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer) {
     BlobReader reader(peer);

@@ -80,8 +80,8 @@ void Shm::SendWindow::connect(Connection& connection, const Blob& peer) {
     target.cma_threshold = settings().shm_cma_threshold;
     sender_.attach(target, where_);
     debug_log(std::string(target.mapped != nullptr ? "direct copies into pmr memory"
-                          : target.cma            ? "cross-memory attach above threshold"
-                                                  : "staging copies") +
+                          : target.cma             ? "cross-memory attach above threshold"
+                                                   : "staging copies") +
               " [" + *where_ + "]");
 }
 
@@ -89,7 +89,8 @@ Shm::RecvWindow::RecvWindow(const WindowSpec& spec)
     : location_(locate(spec.buffer, spec.bytes)),
       address_(reinterpret_cast<std::uintptr_t>(spec.buffer)), bytes_(spec.bytes) {
     const bool staging = location_.fd < 0 && spec.bytes > 0;
-    control_ = SharedMapping::create(control_bytes + (staging ? spec.bytes : 0), spec.where->c_str());
+    control_ =
+        SharedMapping::create(control_bytes + (staging ? spec.bytes : 0), spec.where->c_str());
     auto* control = new (control_.data()) channel::ControlBlock();
     receiver_.attach(control, spec.buffer, staging ? control_.data() + control_bytes : nullptr);
 }
