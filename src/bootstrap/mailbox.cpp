@@ -140,10 +140,9 @@ std::uint64_t generation_of(MPI_Comm comm) {
         std::lock_guard<std::mutex> lock(office.mutex);
         generation = office.next_generation++;
     }
-    // The attribute value is the number itself, stored in the pointer.
-    check(MPI_Comm_set_attr(comm, keyval,
-                            reinterpret_cast<void*>(static_cast<std::uintptr_t>(generation))),
-          "MPI_Comm_set_attr");
+    // The attribute value is the number itself, stored in the pointer: never dereferenced.
+    void* stored = reinterpret_cast<void*>(static_cast<std::uintptr_t>(generation)); // NOLINT
+    check(MPI_Comm_set_attr(comm, keyval, stored), "MPI_Comm_set_attr");
     return generation;
 }
 

@@ -436,6 +436,9 @@ void WindowState::order_error(const char* call) const {
 std::string WindowState::describe() const {
     return std::string(side_ == Side::send ? "send" : "receive") + " window #" +
            std::to_string(index_) + " (" + bytes_text(bytes_) +
+           (element_size_ > 1
+                ? " = " + std::to_string(bytes_ / element_size_) + " x " + bytes_text(element_size_)
+                : std::string()) +
            (owned_ ? ", library-owned" : ", user buffer") + ") on " + connection_->describe();
 }
 
