@@ -4,8 +4,8 @@
 // A provider P is a type with
 //   static constexpr Provider id;
 //   static constexpr bool handshake;            // false: no set-up messages at all (null)
-//   static Blob hello(const ConnectionSetup&);  // connection info for the peer, sent at
-//   construction class Connection {                          // built when the handshake completes
+//   static Blob hello(const ConnectionSetup&);  // for the peer, sent at construction
+//   class Connection {                          // built when the handshake completes
 //       Connection(const ConnectionSetup&, const PeerInfo&, const Blob& peer_hello);
 //       std::size_t rails() const;
 //       bool peer_alive();                      // cheap enough to call every few milliseconds
