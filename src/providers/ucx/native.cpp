@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: MIT
+#include "providers/ucx/native.hpp"
+
+#include "core/backoff.hpp"
+#include "core/environment.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace pmr::detail::ucx {
+namespace {
+
+std::string default_todo(ucs_status_t status) {
+    switch (status) {
+    case UCS_ERR_UNREACHABLE:
+        return "The two processes have no UCX transport in common: check UCX_TLS, UCX_NET_DEVICES "
+               "and PMR_UCX_DEVICES on both sides (ucx_info -d lists the transports).";
+    case UCS_ERR_NO_DEVICE:
+        return "Check that the devices in PMR_UCX_DEVICES / UCX_NET_DEVICES exist (ucx_info -d).";
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_EXCEEDS_LIMIT:
+        return "Memory or a registration limit is exhausted (ulimit -l, /proc/sys/kernel/shm*).";
+    case UCS_ERR_TIMED_OUT:
+        return "The peer did not answer in time; is it alive and making progress?";
+    default:
+        return is_peer_failure(status) ? "Check the peer's output for the reason it died."
+                                       : std::string();
+    }
+}
+
+} // namespace
+
+double teardown_grace_seconds() noexcept {
+    try {
+        const double timeout = settings().timeout_seconds;
+        return timeout > 0 ? std::min(timeout, 10.0) : 10.0;
+    } catch (...) { // malformed PMR_TIMEOUT: reported elsewhere
+        return 10.0;
+    }
+}
+
+bool is_peer_failure(ucs_status_t status) noexcept {
+    const int s = status;
+    return status == UCS_ERR_CONNECTION_RESET || status == UCS_ERR_NOT_CONNECTED ||
+           status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CANCELED ||
+           status == UCS_ERR_REJECTED ||
+           (s <= UCS_ERR_FIRST_LINK_FAILURE && s >= UCS_ERR_LAST_LINK_FAILURE) ||
+           (s <= UCS_ERR_FIRST_ENDPOINT_FAILURE && s >= UCS_ERR_LAST_ENDPOINT_FAILURE);
+}
+
+void raise_status(ucs_status_t status, const char* call, const std::string& where,
+                  const std::string& todo) {
+    const std::string what = std::string(call) + " failed: " + ucs_status_string(status) + " (UCX)";
+    const std::string advice = todo.empty() ? default_todo(status) : todo;
+    if (is_peer_failure(status)) {
+        raise<PeerLost>(what, where, advice);
+    }
+    if (status == UCS_ERR_TIMED_OUT) {
+        raise<Timeout>(what, where, advice);
+    }
+    raise<ProviderError>(what, where, advice);
+}
+
+// -------------------------------------------------------------------------------------------------
+
+Context::Context(const std::string& device, const std::string& where) {
+    ucp_config_t* config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", where);
+    struct ConfigRelease {
+        ucp_config_t* config;
+        ~ConfigRelease() { ucp_config_release(config); }
+    } config_release{config};
+    if (!device.empty()) {
+        check(ucp_config_modify(config, "NET_DEVICES", device.c_str()), "ucp_config_modify", where,
+              "PMR_UCX_DEVICES names the device '" + device + "'.");
+    }
+    // pmr spreads data over rails itself. Within a rail one bandwidth lane keeps UCX 1.13's fence,
+    // which orders operations per transport interface only, sufficient for payload-then-sequence.
+    check(ucp_config_modify(config, "MAX_RNDV_RAILS", "1"), "ucp_config_modify", where);
+
+    ucp_params_t params{};
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+    params.mt_workers_shared = 1; // windows register memory from any thread
+    params.name = "pmr";
+    check(ucp_init(&params, config, &handle_), "ucp_init", where);
+}
+
+Context::Context(Context&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+Context& Context::operator=(Context&& other) noexcept {
+    if (this != &other) {
+        if (handle_ != nullptr) {
+            ucp_cleanup(handle_);
+        }
+        handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+}
+
+Context::~Context() {
+    if (handle_ != nullptr) {
+        ucp_cleanup(handle_);
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+
+Worker::Worker(std::shared_ptr<Context> context, const std::string& where)
+    : context_(std::move(context)) {
+    ucp_worker_params_t params{};
+    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    params.thread_mode = UCS_THREAD_MODE_MULTI;
+    check(ucp_worker_create(context_->get(), &params, &handle_), "ucp_worker_create", where);
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+    if (ucp_worker_query(handle_, &attr) == UCS_OK && attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+        debug_log("ucx: this UCX build has no multi-threaded workers; use pmr connections from "
+                  "one thread at a time");
+    }
+    ucp_address_t* address = nullptr;
+    std::size_t length = 0;
+    const ucs_status_t status = ucp_worker_get_address(handle_, &address, &length);
+    if (status != UCS_OK) {
+        release();
+        raise_status(status, "ucp_worker_get_address", where);
+    }
+    const auto* bytes = reinterpret_cast<const std::byte*>(address);
+    address_.assign(bytes, bytes + length);
+    ucp_worker_release_address(handle_, address);
+}
+
+Worker::Worker(Worker&& other) noexcept
+    : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)),
+      address_(std::move(other.address_)) {}
+
+Worker& Worker::operator=(Worker&& other) noexcept {
+    if (this != &other) {
+        release();
+        handle_ = std::exchange(other.handle_, nullptr);
+        context_ = std::move(other.context_);
+        address_ = std::move(other.address_);
+    }
+    return *this;
+}
+
+Worker::~Worker() {
+    release();
+}
+
+void Worker::release() noexcept {
+    if (handle_ != nullptr) {
+        ucp_worker_destroy(handle_);
+        handle_ = nullptr;
+    }
+}
+
+void Worker::fence(const std::string& where) const {
+    check(ucp_worker_fence(handle_), "ucp_worker_fence", where);
+}
+
+// -------------------------------------------------------------------------------------------------
+
+Endpoint::Endpoint(std::shared_ptr<Worker> worker, const Blob& peer_address, bool peer_errors,
+                   const std::string& where)
+    : worker_(std::move(worker)), peer_errors_(peer_errors),
+      failure_(std::make_unique<std::atomic<int>>(UCS_OK)) {
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+    params.err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    params.err_handler.cb = &Endpoint::on_error;
+    params.err_handler.arg = failure_.get();
+    check(ucp_ep_create(worker_->get(), &params, &handle_), "ucp_ep_create", where);
+}
+
+void Endpoint::on_error(void* arg, ucp_ep_h /*endpoint*/, ucs_status_t status) {
+    static_cast<std::atomic<int>*>(arg)->store(status, std::memory_order_release);
+}
+
+Endpoint::Endpoint(Endpoint&& other) noexcept
+    : worker_(std::move(other.worker_)), handle_(std::exchange(other.handle_, nullptr)),
+      peer_errors_(other.peer_errors_), failure_(std::move(other.failure_)) {}
+
+Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
+    if (this != &other) {
+        release();
+        worker_ = std::move(other.worker_);
+        handle_ = std::exchange(other.handle_, nullptr);
+        peer_errors_ = other.peer_errors_;
+        failure_ = std::move(other.failure_);
+    }
+    return *this;
+}
+
+Endpoint::~Endpoint() {
+    release();
+}
+
+void Endpoint::release() noexcept {
+    (void)close(teardown_grace_seconds());
+}
+
+bool Endpoint::close(double seconds) noexcept {
+    if (handle_ == nullptr) {
+        return true;
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // A forced close needs no answer from the peer, which is what a failed endpoint needs; UCX
+    // allows it only in peer error-handling mode.
+    params.flags = peer_errors_ && failure() != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t request = ucp_ep_close_nbx(handle_, &params);
+    handle_ = nullptr;
+    bool closed = true;
+    if (UCS_PTR_IS_PTR(request)) {
+        Backoff backoff;
+        while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+            worker_->progress();
+            if (backoff.pause() && backoff.elapsed_seconds() > seconds) {
+                debug_log("ucx: closing an endpoint did not complete; abandoning it");
+                closed = false;
+                break;
+            }
+        }
+        ucp_request_free(request);
+    }
+    return closed;
+}
+
+// -------------------------------------------------------------------------------------------------
+
+MemoryHandle MemoryHandle::allocate(std::shared_ptr<Context> context, std::size_t bytes,
+                                    std::size_t zeroed, const std::string& where) {
+    MemoryHandle m;
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.address = nullptr;
+    params.length = std::max<std::size_t>(bytes, 1);
+    params.flags = UCP_MEM_MAP_ALLOCATE;
+    check(ucp_mem_map(context->get(), &params, &m.handle_), "ucp_mem_map (allocate)", where);
+    m.context_ = std::move(context);
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    check(ucp_mem_query(m.handle_, &attr), "ucp_mem_query", where);
+    m.data_ = static_cast<std::byte*>(attr.address);
+    m.size_ = bytes;
+    std::fill(m.data_, m.data_ + std::min(zeroed, bytes), std::byte{0});
+    return m;
+}
+
+MemoryHandle MemoryHandle::map(std::shared_ptr<Context> context, void* address, std::size_t bytes,
+                               const std::string& where) {
+    MemoryHandle m;
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = address;
+    params.length = bytes;
+    check(ucp_mem_map(context->get(), &params, &m.handle_), "ucp_mem_map (register)", where);
+    m.context_ = std::move(context);
+    m.data_ = static_cast<std::byte*>(address);
+    m.size_ = bytes;
+    return m;
+}
+
+MemoryHandle::MemoryHandle(MemoryHandle&& other) noexcept
+    : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MemoryHandle& MemoryHandle::operator=(MemoryHandle&& other) noexcept {
+    if (this != &other) {
+        release();
+        context_ = std::move(other.context_);
+        handle_ = std::exchange(other.handle_, nullptr);
+        data_ = std::exchange(other.data_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+}
+
+MemoryHandle::~MemoryHandle() {
+    release();
+}
+
+void MemoryHandle::release() noexcept {
+    if (handle_ != nullptr) {
+        ucp_mem_unmap(context_->get(), handle_);
+        handle_ = nullptr;
+    }
+}
+
+Blob MemoryHandle::pack(const std::string& where) const {
+    void* buffer = nullptr;
+    std::size_t length = 0;
+    check(ucp_rkey_pack(context_->get(), handle_, &buffer, &length), "ucp_rkey_pack", where);
+    const auto* bytes = static_cast<const std::byte*>(buffer);
+    Blob packed(bytes, bytes + length);
+    ucp_rkey_buffer_release(buffer);
+    return packed;
+}
+
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::uint64_t checksum(const Blob& bytes) noexcept {
+    std::uint64_t hash = 0xcbf29ce484222325ULL; // FNV-1a
+    for (std::byte b : bytes) {
+        hash = (hash ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+} // namespace
+
+void put_key(BlobWriter& writer, const Blob& packed) {
+    writer.put(checksum(packed)).put_bytes(packed);
+}
+
+Blob get_key(BlobReader& reader, const char* what, const std::string& where) {
+    const auto sum = reader.get<std::uint64_t>();
+    Blob packed = reader.get_bytes();
+    if (checksum(packed) != sum) {
+        raise<ProviderError>(std::string("the peer's remote key for its ") + what + " is corrupt",
+                             where, "Are both sides running the same pmr version?");
+    }
+    return packed;
+}
+
+RemoteKey::RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, const char* what,
+                     const std::string& where)
+    : endpoint_(std::move(endpoint)) {
+    // ucp_ep_rkey_unpack trusts the buffer; every packed key starts with a 64-bit memory-domain
+    // map.
+    if (packed.size() < sizeof(std::uint64_t)) {
+        raise<ProviderError>(std::string("the peer's remote key for its ") + what +
+                                 " is malformed (" + std::to_string(packed.size()) + " B)",
+                             where, "Are both sides running the same pmr and UCX versions?");
+    }
+    const ucs_status_t status = ucp_ep_rkey_unpack(endpoint_->get(), packed.data(), &handle_);
+    if (status != UCS_OK) {
+        handle_ = nullptr;
+        raise_status(
+            status,
+            (std::string("ucp_ep_rkey_unpack of the peer's remote key for its ") + what).c_str(),
+            where,
+            "Both sides must run the same UCX version with compatible transports "
+            "(UCX_TLS).");
+    }
+}
+
+RemoteKey::RemoteKey(RemoteKey&& other) noexcept
+    : endpoint_(std::move(other.endpoint_)), handle_(std::exchange(other.handle_, nullptr)) {}
+
+RemoteKey& RemoteKey::operator=(RemoteKey&& other) noexcept {
+    if (this != &other) {
+        release();
+        endpoint_ = std::move(other.endpoint_);
+        handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+}
+
+RemoteKey::~RemoteKey() {
+    release();
+}
+
+void RemoteKey::release() noexcept {
+    if (handle_ != nullptr) {
+        ucp_rkey_destroy(handle_);
+        handle_ = nullptr;
+    }
+}
+
+std::byte* RemoteKey::pointer(std::uint64_t address) const noexcept {
+    void* local = nullptr;
+    if (handle_ == nullptr || ucp_rkey_ptr(handle_, address, &local) != UCS_OK) {
+        return nullptr;
+    }
+    return static_cast<std::byte*>(local);
+}
+
+// -------------------------------------------------------------------------------------------------
+
+Request::Request(ucs_status_ptr_t result, const char* call, const std::string& where) {
+    if (UCS_PTR_IS_ERR(result)) {
+        raise_status(UCS_PTR_STATUS(result), call, where);
+    }
+    handle_ = UCS_PTR_IS_PTR(result) ? result : nullptr;
+}
+
+Request::Request(Request&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+    if (this != &other) {
+        if (handle_ != nullptr) {
+            ucp_request_free(handle_);
+        }
+        handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+}
+
+Request::~Request() {
+    if (handle_ != nullptr) {
+        ucp_request_free(handle_);
+    }
+}
+
+bool Request::done(const char* call, const std::string& where) {
+    if (handle_ == nullptr) {
+        return true;
+    }
+    const ucs_status_t status = ucp_request_check_status(handle_);
+    if (status == UCS_INPROGRESS) {
+        return false;
+    }
+    ucp_request_free(std::exchange(handle_, nullptr));
+    check(status, call, where);
+    return true;
+}
+
+Request put(const RemoteKey& key, const void* source, std::size_t bytes, std::uint64_t address,
+            const std::string& where) {
+    if (bytes == 0) {
+        return {};
+    }
+    ucp_request_param_t params{};
+    return {ucp_put_nbx(key.endpoint()->get(), source, bytes, address, key.get(), &params),
+            "ucp_put_nbx", where};
+}
+
+Request flush(const Endpoint& endpoint, const std::string& where) {
+    ucp_request_param_t params{};
+    return {ucp_ep_flush_nbx(endpoint.get(), &params), "ucp_ep_flush_nbx", where};
+}
+
+} // namespace pmr::detail::ucx

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: MIT
+#include "providers/ucx/rails.hpp"
+
+#include "core/environment.hpp"
+#include "core/error.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <net/if.h>
+#include <new>
+#include <utility>
+
+namespace pmr::detail::ucx {
+namespace {
+
+constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pmr's own workers
+constexpr std::size_t cells_per_chunk = 256;
+
+const char* variable(const char* name) {
+    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
+    return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+[[noreturn]] void bad_setting(const std::string& assignment, const std::string& why,
+                              const std::string& todo) {
+    raise<ArgumentError>("environment variable " + assignment + " " + why, "ucx provider", todo);
+}
+
+std::vector<std::string> split_devices(const char* text) {
+    std::vector<std::string> devices;
+    std::string current;
+    for (const char* p = text;; ++p) {
+        if (*p == ',' || *p == '\0') {
+            if (current.empty()) {
+                bad_setting(
+                    std::string("PMR_UCX_DEVICES='") + text + "'", "has an empty entry",
+                    "Give device names separated by commas, e.g. PMR_UCX_DEVICES=eth0,eth1.");
+            }
+            // Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
+            if (current.find(':') == std::string::npos && if_nametoindex(current.c_str()) == 0) {
+                bad_setting(std::string("PMR_UCX_DEVICES='") + text + "'",
+                            "names '" + current + "', which is no network device of this host",
+                            "List the devices with `ucx_info -d` or `ip link`.");
+            }
+            devices.push_back(current);
+            current.clear();
+            if (*p == '\0') {
+                break;
+            }
+        } else if (*p != ' ') {
+            current += *p;
+        }
+    }
+    return devices;
+}
+
+} // namespace
+
+UcxSettings read_ucx_settings() {
+    UcxSettings s;
+    if (const char* devices = variable("PMR_UCX_DEVICES")) {
+        s.devices = split_devices(devices);
+        s.rails = s.devices.size();
+    }
+    if (const char* rails = variable("PMR_UCX_RAILS")) {
+        char* end = nullptr;
+        const long n = std::strtol(rails, &end, 10);
+        if (end == rails || *end != '\0' || n < 1 || n > static_cast<long>(max_rails)) {
+            bad_setting(std::string("PMR_UCX_RAILS='") + rails + "'",
+                        "is not a rail count from 1 to " + std::to_string(max_rails),
+                        "Unset it or give e.g. PMR_UCX_RAILS=2.");
+        }
+        if (!s.devices.empty() && static_cast<std::size_t>(n) != s.devices.size()) {
+            bad_setting(std::string("PMR_UCX_RAILS=") + rails,
+                        "disagrees with the " + std::to_string(s.devices.size()) +
+                            " devices of PMR_UCX_DEVICES",
+                        "Set only one of them; PMR_UCX_DEVICES opens one rail per device.");
+        }
+        s.rails = static_cast<std::size_t>(n);
+    }
+    if (s.devices.size() > max_rails) {
+        bad_setting("PMR_UCX_DEVICES", "names more than " + std::to_string(max_rails) + " devices",
+                    "Name fewer devices.");
+    }
+    if (const char* rkey_ptr = variable("PMR_UCX_RKEY_PTR")) {
+        s.load_store = std::strcmp(rkey_ptr, "0") != 0;
+    }
+    if (const char* mode = variable("PMR_UCX_PEER_ERRORS")) {
+        const std::string m = mode;
+        if (m == "auto") {
+            s.peer_errors = UcxSettings::PeerErrors::automatic;
+        } else if (m == "on" || m == "1") {
+            s.peer_errors = UcxSettings::PeerErrors::on;
+        } else if (m == "off" || m == "0") {
+            s.peer_errors = UcxSettings::PeerErrors::off;
+        } else {
+            bad_setting("PMR_UCX_PEER_ERRORS='" + m + "'", "is not auto, on or off",
+                        "Unset it or give PMR_UCX_PEER_ERRORS=on.");
+        }
+    }
+    if (const char* signal = variable("PMR_UCX_SIGNAL")) {
+        const std::string m = signal;
+        if (m == "auto") {
+            s.signal = UcxSettings::Signal::automatic;
+        } else if (m == "put") {
+            s.signal = UcxSettings::Signal::put;
+        } else if (m == "am") {
+            s.signal = UcxSettings::Signal::am;
+        } else {
+            bad_setting("PMR_UCX_SIGNAL='" + m + "'", "is not auto, put or am",
+                        "Unset it or give PMR_UCX_SIGNAL=am.");
+        }
+    }
+    return s;
+}
+
+const UcxSettings& ucx_settings() {
+    static const UcxSettings s = read_ucx_settings();
+    return s;
+}
+
+namespace {
+
+// The rails are created at the first use and kept until exit: a peer may connect to the worker
+// addresses of hello() before any connection of this process holds them. The holder's destructor
+// drops them at exit while UCX is still loaded; objects that outlive it keep their own reference.
+struct Holder {
+    std::mutex mutex;
+    std::shared_ptr<RailSet> rails;
+    static inline bool gone = false;
+    Holder() = default;
+    Holder(const Holder&) = delete;
+    Holder& operator=(const Holder&) = delete;
+    ~Holder() { gone = true; }
+};
+
+Holder& holder() {
+    static Holder h;
+    return h;
+}
+
+} // namespace
+
+std::shared_ptr<RailSet> RailSet::instance(const std::string& where) {
+    if (Holder::gone) {
+        raise<UsageError>("pmr objects created during exit", where);
+    }
+    Holder& h = holder();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    if (!h.rails) {
+        h.rails = std::make_shared<RailSet>(ucx_settings(), where);
+    }
+    return h.rails;
+}
+
+std::shared_ptr<RailSet> RailSet::existing() noexcept {
+    if (Holder::gone) {
+        return nullptr;
+    }
+    Holder& h = holder();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    return h.rails;
+}
+
+RailSet::RailSet(UcxSettings settings, const std::string& where) : settings_(std::move(settings)) {
+    for (std::size_t i = 0; i < settings_.rails; ++i) {
+        Rail rail;
+        rail.device = i < settings_.devices.size() ? settings_.devices[i] : std::string();
+        const std::string at = where + ", UCX rail " + std::to_string(i) +
+                               (rail.device.empty() ? "" : " (" + rail.device + ")");
+        rail.context = std::make_shared<Context>(rail.device, at);
+        rail.worker = std::make_shared<Worker>(rail.context, at);
+        rails_.push_back(std::move(rail));
+    }
+    endpoints_.resize(rails_.size());
+    ucp_am_handler_param_t handler{};
+    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                         UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    handler.id = notice_id;
+    handler.cb = &RailSet::on_notice;
+    handler.arg = this;
+    for (const Rail& rail : rails_) {
+        check(ucp_worker_set_am_recv_handler(rail.worker->get(), &handler),
+              "ucp_worker_set_am_recv_handler", where);
+    }
+    std::string text;
+    for (const Rail& rail : rails_) {
+        text += (text.empty() ? "" : ", ") + (rail.device.empty() ? "default" : rail.device);
+    }
+    debug_log("ucx: " + std::to_string(rails_.size()) + " rail(s): " + text);
+}
+
+RailSet::~RailSet() {
+    // At exit the peers are usually closing too, and each close makes progress for the other.
+    constexpr double exit_grace_seconds = 3.0;
+    bool clean = true;
+    for (auto& rail : endpoints_) {
+        for (auto& [address, endpoint] : rail) {
+            clean = endpoint->close(exit_grace_seconds) && clean;
+        }
+    }
+    endpoints_.clear();
+    if (!clean) {
+        // Destroying a worker with a half-closed endpoint trips UCX's assertions: the process is
+        // exiting, so leave workers and contexts to the operating system.
+        for (Rail& rail : rails_) {
+            new std::shared_ptr<Worker>(std::move(rail.worker));   // NOLINT: deliberate leak
+            new std::shared_ptr<Context>(std::move(rail.context)); // NOLINT: deliberate leak
+        }
+    }
+}
+
+std::shared_ptr<Endpoint> RailSet::endpoint(std::size_t rail, const Blob& address, bool peer_errors,
+                                            const std::string& where) {
+    std::lock_guard<std::mutex> lock(endpoints_mutex_);
+    auto& endpoints = endpoints_[rail];
+    auto it = endpoints.find(address);
+    if (it != endpoints.end() && it->second->failure() == UCS_OK) {
+        return it->second;
+    }
+    auto endpoint = std::make_shared<Endpoint>(rails_[rail].worker, address, peer_errors, where);
+    endpoints[address] = endpoint;
+    return endpoint;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Credit cells
+// -------------------------------------------------------------------------------------------------
+
+CreditCell RailSet::acquire_cell(const std::string& where) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!free_cells_.empty()) {
+            CreditCell cell = free_cells_.back();
+            free_cells_.pop_back();
+            cell.word->store(0, std::memory_order_relaxed);
+            return cell;
+        }
+    }
+    // A new chunk, mapped outside the lock: the notice handler takes the lock inside UCX progress.
+    Chunk chunk;
+    chunk.memory = MemoryHandle::allocate(rails_[0].context, cells_per_chunk * channel::cache_line,
+                                          cells_per_chunk * channel::cache_line, where);
+    chunk.key = chunk.memory.pack(where);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto index = static_cast<std::uint32_t>(chunks_.size());
+    for (std::size_t i = cells_per_chunk; i-- > 0;) {
+        std::byte* line = chunk.memory.data() + i * channel::cache_line;
+        CreditCell cell;
+        cell.word = new (line) std::atomic<std::uint64_t>(0);
+        cell.address = reinterpret_cast<std::uintptr_t>(line);
+        cell.chunk = index;
+        cell.index = static_cast<std::uint32_t>(i);
+        free_cells_.push_back(cell);
+    }
+    chunks_.push_back(std::move(chunk));
+    CreditCell cell = free_cells_.back();
+    free_cells_.pop_back();
+    return cell;
+}
+
+Blob RailSet::cell_key(const CreditCell& cell) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return chunks_[cell.chunk].key;
+}
+
+void RailSet::release_cell(const CreditCell& cell) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cell_locked(cell);
+}
+
+void RailSet::release_cell_locked(const CreditCell& cell) noexcept {
+    try {
+        free_cells_.push_back(cell);
+    } catch (...) { // NOLINT(bugprone-empty-catch): out of memory: the cell stays unused
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Registry and notices
+// -------------------------------------------------------------------------------------------------
+
+void RailSet::add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link& link = links_[id];
+    link.role = Link::Role::sender;
+    link.sender_state = state;
+}
+
+void RailSet::add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
+                           std::atomic<bool>* connected) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link& link = links_[id];
+    link.role = Link::Role::receiver;
+    link.inbox = inbox;
+    link.acked = acked;
+    link.connected = connected;
+}
+
+void RailSet::remove(std::uint64_t id) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    links_.erase(id);
+}
+
+void RailSet::retire(std::uint64_t id, const CreditCell& cell) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = links_.find(id);
+    if (it == links_.end()) {
+        return;
+    }
+    it->second.role = Link::Role::retired;
+    it->second.sender_state = nullptr;
+    it->second.cell = cell;
+}
+
+void RailSet::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
+    if (!memory) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+        graveyard_.push_back(std::move(memory));
+    } catch (...) {
+        // Out of memory: leak the mapping rather than unmap memory a peer may still write.
+        new std::shared_ptr<MemoryHandle>(
+            std::move(memory)); // NOLINT(cppcoreguidelines-owning-memory)
+    }
+}
+
+namespace {
+
+ucs_status_t post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
+    // The header must live until UCX is done with it; the completion callback frees it.
+    auto* copy = new Notice(notice);
+    ucp_request_param_t params{};
+    params.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    params.cb.send = [](void* /*request*/, ucs_status_t /*status*/, void* user_data) {
+        delete static_cast<Notice*>(user_data);
+    };
+    params.user_data = copy;
+    params.flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0;
+    ucs_status_ptr_t result =
+        ucp_am_send_nbx(endpoint, notice_id, copy, sizeof(Notice), nullptr, 0, &params);
+    if (UCS_PTR_IS_PTR(result)) {
+        ucp_request_free(result); // completes (and calls the callback) on its own
+        return UCS_OK;
+    }
+    delete copy;
+    return UCS_PTR_STATUS(result);
+}
+
+} // namespace
+
+void RailSet::send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
+                          const std::string& where) const {
+    check(post_notice(endpoint.get(), notice, reply), "ucp_am_send_nbx", where);
+}
+
+Request RailSet::signal(const Endpoint& endpoint, const Notice& notice, const void* data,
+                        std::size_t bytes, const std::string& where) {
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER; // the handler needs the data in its call
+    return {
+        ucp_am_send_nbx(endpoint.get(), notice_id, &notice, sizeof(Notice), data, bytes, &params),
+        "ucp_am_send_nbx", where};
+}
+
+ucs_status_t RailSet::on_notice(void* arg, const void* header, std::size_t header_length,
+                                void* data, std::size_t length, const ucp_am_recv_param_t* param) {
+    if (header_length != sizeof(Notice) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+        return UCS_OK; // not ours (pmr sends only small eager messages)
+    }
+    Notice notice;
+    std::memcpy(&notice, header, sizeof notice);
+    const bool can_reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0;
+    static_cast<RailSet*>(arg)->handle(notice, data, length, can_reply ? param->reply_ep : nullptr);
+    return UCS_OK;
+}
+
+void RailSet::handle(const Notice& notice, const void* data, std::size_t bytes,
+                     ucp_ep_h reply_endpoint) {
+    bool acknowledge = false;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = links_.find(notice.target);
+        Link* link = it != links_.end() ? &it->second : nullptr;
+        switch (notice.kind) {
+        case NoticeKind::receiver_closed:
+            acknowledge = notice.round != 0;
+            if (link != nullptr && link->role == Link::Role::sender) {
+                const std::uint32_t before =
+                    link->sender_state->fetch_or(revoked_bit, std::memory_order_acq_rel);
+                // A sender in the middle of its puts finishes the round: the receiver waits for the
+                // sequence word instead of an acknowledgement.
+                acknowledge = acknowledge && (before & writing_bit) == 0;
+            } else if (link != nullptr && link->role == Link::Role::retired) {
+                release_cell_locked(link->cell);
+                links_.erase(it);
+            }
+            break;
+        case NoticeKind::sender_closed:
+            if (link != nullptr && link->role == Link::Role::receiver) {
+                link->inbox->block.sender_closed.store(1, std::memory_order_release);
+            }
+            break;
+        case NoticeKind::arrived:
+            if (link != nullptr && link->role == Link::Role::receiver) {
+                // The pieces came before this message on the same lane: publish them.
+                if (notice.rail == 0 && bytes > 0 && bytes == notice.bytes &&
+                    bytes <= channel::inline_capacity) {
+                    channel::slot_of(link->inbox->block, notice.round).reserved = 0;
+                    channel::publish_inline(link->inbox->block, notice.round,
+                                            static_cast<const std::byte*>(data), bytes);
+                } else if (notice.rail == 0) {
+                    channel::Slot& slot = channel::slot_of(link->inbox->block, notice.round);
+                    slot.reserved = notice.rails;
+                    channel::publish(link->inbox->block, notice.round, notice.bytes,
+                                     channel::Delivery::direct);
+                } else if (notice.rail < max_rails) {
+                    link->inbox->rail_round[notice.rail].store(notice.round,
+                                                               std::memory_order_release);
+                }
+            }
+            break;
+        case NoticeKind::revoke_ack:
+            if (link != nullptr && link->role == Link::Role::receiver) {
+                link->acked->store(true, std::memory_order_release);
+            }
+            break;
+        case NoticeKind::sender_connected:
+            if (link != nullptr && link->role == Link::Role::receiver) {
+                link->connected->store(true, std::memory_order_release);
+            }
+            break;
+        }
+    }
+    // Outside the lock: over UCX's self transport the answer runs this handler right away.
+    if (acknowledge && reply_endpoint != nullptr) {
+        // The acknowledgement must not overtake the puts of earlier rounds.
+        ucp_worker_fence(rails_[0].worker->get());
+        Notice ack;
+        ack.target = notice.from;
+        ack.from = notice.target;
+        ack.round = notice.round;
+        ack.kind = NoticeKind::revoke_ack;
+        // A failure needs no handling: the receiver's wait for the acknowledgement is bounded.
+        (void)post_notice(reply_endpoint, ack, false);
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Library-owned memory
+// -------------------------------------------------------------------------------------------------
+
+void* RailSet::allocate(std::size_t bytes, const std::string& where) {
+    // pmr promises zeroed window memory.
+    auto memory = std::make_shared<MemoryHandle>(
+        MemoryHandle::allocate(rails_[0].context, bytes, bytes, where));
+    void* data = memory->data();
+    std::lock_guard<std::mutex> lock(mutex_);
+    allocations_.emplace(reinterpret_cast<std::uintptr_t>(data), std::move(memory));
+    return data;
+}
+
+void RailSet::deallocate(void* pointer) noexcept {
+    std::shared_ptr<MemoryHandle> memory; // released outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (it != allocations_.end()) {
+        memory = std::move(it->second);
+        allocations_.erase(it);
+    }
+}
+
+std::shared_ptr<MemoryHandle> RailSet::allocation(const void* pointer, std::size_t bytes) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.upper_bound(address);
+    if (it == allocations_.begin()) {
+        return nullptr;
+    }
+    --it;
+    const std::size_t offset = address - it->first;
+    if (offset > it->second->size() || bytes > it->second->size() - offset) {
+        return nullptr;
+    }
+    return it->second;
+}
+
+} // namespace pmr::detail::ucx

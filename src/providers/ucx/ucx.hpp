@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// The ucx provider: UCP one-sided puts over any network UCX supports, and load/store through UCX
+// shared memory between processes on one node.
+//
+// Set-up. Each process has one UCP context and worker per rail (rails.hpp), created at first use
+// and shared by all connections; a connection has one endpoint per rail to the peer's workers. A
+// receive window owns an inbox (ucx::Inbox: the slots of the copy channel of providers/common, in
+// memory UCX allocates) and registers its buffer on every rail; a send window owns a credit cell
+// (one cache line of UCX memory). Addresses and packed remote keys travel in describe() when the
+// window is constructed; connect() unpacks the peer's keys.
+//
+// Data path of round n, chosen per window at connect() and logged with PMR_DEBUG=1; no MPI, no
+// handshake per round:
+//   - load/store, where ucp_rkey_ptr maps the receiver's inbox here (UCX shared memory on one
+//   node):
+//     the copy channel of the shm provider on the mapped inbox. The receiver's init() stores credit
+//     n in the inbox; the sender copies up to 232 B inline into the slot (without waiting for the
+//     credit of this round), larger messages straight into the receive buffer where it is mapped
+//     too (library-owned UCX memory via ucp_rkey_ptr, pmr::allocate memory via /proc), else by
+//     cross-memory attach or through a staging area; then it stores the sequence word (release).
+//     No UCX call at all. (Puts are no alternative on one node: UCX 1.13 emulates a put into user
+//     memory with active messages that only the receiver's progress completes.)
+//   - puts, otherwise (networks): init() puts credit n into the sender's cell; post() puts the
+//     payload (up to 232 B inside the slot's own put), the slot header, ucp_worker_fence (UCX does
+//     not order the bytes of one put, nor separate puts without it), then the 8 B sequence word.
+//     On one node (PMR_UCX_RKEY_PTR=0, or without shared-memory transports) the signal after a
+//     payload is an active message on the payload's lane instead, see PMR_UCX_SIGNAL. Pieces of a
+//     multi-rail post go over their rails' endpoints, each rail followed by its own completion
+//     word (or message), so no rail waits for another.
+//   - the receiver's wait() sees the sequence word of slot n % 4 (and the rail words) with an
+//     acquire load; on the put path it also progresses the workers, which TCP needs.
+//
+// Teardown. A window that goes away tells its peer by a notice (an active message dispatched by
+// window id, see rails.hpp). A receiver destroyed while its sender may be putting into its memory
+// (a credit it granted is unused) waits, bounded, until the sender acknowledges or finishes the
+// round. Memory whose keys a peer may still unpack outlives its window (UCX 1.13 crashes on keys of
+// freed shared memory).
+//
+// Peer failure: UCP_ERR_HANDLING_MODE_PEER to peers on other nodes; for peers on this node a pidfd,
+// because in peer error-handling mode UCX 1.13 gives up its shared-memory transports.
+#pragma once
+
+#include "core/shared_memory.hpp"
+#include "providers/common/channel.hpp"
+#include "providers/interface.hpp"
+#include "providers/ucx/native.hpp"
+#include "providers/ucx/rails.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace pmr::detail {
+
+struct Ucx {
+    static constexpr Provider id = Provider::ucx;
+    static constexpr bool handshake = true;
+    /// Worker addresses of every rail; creates the rails at the first call.
+    static Blob hello(const ConnectionSetup& setup);
+
+    /// Memory for library-owned windows, used by the core when ucx is a connection's only
+    /// candidate: allocated by UCX (UCP_MEM_MAP_ALLOCATE), so that a peer on the node maps it by
+    /// ucp_rkey_ptr.
+    static void* allocate(std::size_t bytes, const std::string& where);
+    static void deallocate(void* pointer) noexcept;
+
+    /// Watches a process on this node through a pidfd, which tells reliably when it exits.
+    class PeerProcess {
+    public:
+        PeerProcess() noexcept = default;
+        explicit PeerProcess(pid_t pid) noexcept;
+        PeerProcess(const PeerProcess&) = delete;
+        PeerProcess& operator=(const PeerProcess&) = delete;
+        PeerProcess(PeerProcess&& other) noexcept;
+        PeerProcess& operator=(PeerProcess&& other) noexcept;
+        ~PeerProcess();
+        bool alive() const noexcept;
+
+    private:
+        pid_t pid_ = 0;
+        int pidfd_ = -1;
+    };
+
+    class Connection {
+    public:
+        /// @throws ProviderError if the peer cannot be reached (no transport in common).
+        Connection(const ConnectionSetup& setup, const PeerInfo& peer, const Blob& hello);
+        Connection(Connection&& other) noexcept = default;
+        Connection& operator=(Connection&& other) = delete;
+        ~Connection() = default;
+
+        std::size_t rails() const noexcept { return endpoints_.size(); }
+        /// Progresses the workers (notices, keep-alive) and checks the endpoints and the process.
+        bool peer_alive();
+
+        const std::shared_ptr<ucx::Endpoint>& endpoint(std::size_t rail) const noexcept {
+            return endpoints_[rail];
+        }
+        ucx::RailSet& rail_set() const noexcept { return *rails_; }
+        /// Progresses the workers of the first `count` rails.
+        void progress(std::size_t count) const noexcept;
+        void progress() const noexcept { progress(endpoints_.size()); }
+        bool same_node() const noexcept { return same_node_; }
+        pid_t peer_pid() const noexcept { return pid_; }
+
+    private:
+        std::shared_ptr<ucx::RailSet> rails_;
+        std::vector<std::shared_ptr<ucx::Endpoint>> endpoints_;
+        bool same_node_ = false;
+        pid_t pid_ = 0;
+        PeerProcess process_;
+    };
+
+    class SendWindow {
+    public:
+        explicit SendWindow(const WindowSpec& spec);
+        SendWindow(SendWindow&& other) noexcept;
+        SendWindow& operator=(SendWindow&& other) noexcept;
+        ~SendWindow();
+
+        Blob describe() const;
+        void connect(Connection& connection, const Blob& peer);
+        void post(const std::byte* data, std::size_t bytes);
+        void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+        bool test();
+        bool peer_gone() const noexcept;
+        /// The connection chose another provider: no peer will ever write into this window.
+        void discard() noexcept;
+
+        struct State;
+
+    private:
+        std::unique_ptr<State> state_;
+    };
+
+    class RecvWindow {
+    public:
+        explicit RecvWindow(const WindowSpec& spec);
+        RecvWindow(RecvWindow&& other) noexcept;
+        RecvWindow& operator=(RecvWindow&& other) noexcept;
+        ~RecvWindow();
+
+        Blob describe() const;
+        void connect(Connection& connection, const Blob& peer);
+        void init();
+        bool test();
+        std::size_t received_bytes() const noexcept;
+        bool peer_gone() const noexcept;
+        /// The connection chose another provider: no sender will ever unpack this window's keys.
+        void discard() noexcept;
+
+        struct State;
+
+    private:
+        std::unique_ptr<State> state_;
+    };
+};
+
+} // namespace pmr::detail
