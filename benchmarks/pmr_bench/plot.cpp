@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "plot.hpp"
 
+#include "options.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,7 +62,7 @@ std::string plot_script(const Report& report, const std::string& path) {
                 ": median bandwidth, bars p25-p75, dashed: fit t0 + M/B")
       << "\nset xlabel 'message size [bytes]'\n"
       << "set ylabel 'bandwidth [MB/s] (bytes per iteration of the busiest rank / time)'\n"
-      << "set logscale xy\nset format x '%.0s%cB'\nset grid\nset key left top\n"
+      << "set logscale xy\nset grid\nset key right bottom\n"
       << "set samples 400\n";
     // Size 0 has no place on a log axis and no bandwidth.
     for (std::size_t v = 0; v < report.series.size(); ++v) {
@@ -85,6 +87,16 @@ std::string plot_script(const Report& report, const std::string& path) {
     }
     if (first > 0) {
         s << "set xrange [" << first / 1.5 << ":" << last * 1.5 << "]\n";
+        // Ticks at powers of 4 with binary units, where gnuplot would put decimal ones.
+        s << "set xtics (";
+        bool any_tic = false;
+        for (std::size_t tic = 1; static_cast<double>(tic) <= last * 1.5; tic *= 4) {
+            if (static_cast<double>(tic) >= first / 1.5) {
+                s << (any_tic ? ", " : "") << quoted(format_size(tic)) << " " << tic;
+                any_tic = true;
+            }
+        }
+        s << ")\n";
     }
     s << "plot \\\n";
     bool any = false;
@@ -92,13 +104,15 @@ std::string plot_script(const Report& report, const std::string& path) {
         const Series& series = report.series[v];
         const int color = static_cast<int>(v) + 1;
         s << (any ? ", \\\n" : "") << "  $series" << v << " using 1:2:3:4 with yerrorlines lc "
-          << color << " pt " << color << " title " << quoted(series.variant);
+          << color << " pt " << color << " title "
+          << quoted(series.variant +
+                    (series.verify_failures > 0 ? " (WRONG RESULTS)" : std::string()));
         any = true;
         if (series.fit.valid) {
             const double k = report.volume_factor;
             s << ", \\\n  (" << k << "*x)/(" << series.fit.t0 << " + " << k << "*x/"
               << series.fit.bandwidth << ")/1e6 with lines dt 2 lc " << color << " title "
-              << quoted(series.variant + " fit: B " +
+              << quoted("fit: B " +
                         std::to_string(static_cast<long long>(series.fit.bandwidth / 1e6)) +
                         " MB/s, t0 " + std::to_string(series.fit.t0 * 1e6).substr(0, 6) + " us");
         }
