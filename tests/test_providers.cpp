@@ -5,6 +5,8 @@
 
 #include <pmr/pmr.hpp>
 
+#include "core/copy.hpp"
+
 #include <dirent.h>
 #include <string>
 #include <vector>
@@ -97,6 +99,38 @@ TEST_CASE("every compiled provider over a loopback connection", "[providers]") {
     }
     // Shared memory is anonymous: nothing is left behind in /dev/shm.
     CHECK(entries_in("/dev/shm") == shm_entries);
+}
+
+TEST_CASE("streaming copies are exact at every alignment and length", "[copy]") {
+    // Guard bytes on both sides of the destination catch a store outside it.
+    constexpr std::size_t guard = 64;
+    constexpr unsigned char guard_value = 0xa5;
+    for (std::size_t length : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
+                               std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{1000},
+                               std::size_t{4099}, std::size_t{1} << 16}) {
+        for (std::size_t source_offset = 0; source_offset < 17; source_offset += 3) {
+            for (std::size_t destination_offset = 0; destination_offset < 17;
+                 destination_offset += 5) {
+                INFO(length << " B, source offset " << source_offset << ", destination offset "
+                            << destination_offset);
+                std::vector<unsigned char> source(length + source_offset);
+                fill(source.data() + source_offset, length, static_cast<int>(length));
+                std::vector<unsigned char> destination(guard + destination_offset + length + guard,
+                                                       guard_value);
+                unsigned char* to = destination.data() + guard + destination_offset;
+                pmr::detail::stream_copy(
+                    reinterpret_cast<std::byte*>(to),
+                    reinterpret_cast<const std::byte*>(source.data() + source_offset), length);
+                REQUIRE(matches(to, length, static_cast<int>(length)));
+                for (std::size_t i = 0; i < guard + destination_offset; ++i) {
+                    REQUIRE(destination[i] == guard_value);
+                }
+                for (std::size_t i = 0; i < guard; ++i) {
+                    REQUIRE(to[length + i] == guard_value);
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("a window may be destroyed with a transfer in flight", "[providers]") {

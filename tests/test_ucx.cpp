@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,25 @@ TEST_CASE("range posts over every rail deliver one transfer", "[ucx][rails]") {
             ++test;
         }
     }
+}
+
+TEST_CASE("a receiver learns that its multi-rail sender is gone", "[ucx][rails]") {
+    // A sender that goes away says so on every rail that carried pieces, each notice behind that
+    // rail's puts and without waiting for the peer; the receiver counts it gone once all came.
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 10, 10), pmr::Provider::ucx);
+    const std::size_t rails = c.rails();
+    const std::size_t bytes = 100000;
+    std::optional<BufferedSend<unsigned char>> send;
+    send.emplace(c, Memory::user, bytes);
+    BufferedRecv<unsigned char> recv(c, Memory::user, bytes);
+    for (int round = 1; round <= 2; ++round) {
+        range_round(*send, recv, bytes, rails, 200, round);
+    }
+    send.reset();
+    recv->init();
+    recv->post();
+    const auto lost = message_of<pmr::PeerLost>([&] { recv->wait(); });
+    CHECK(lost.find("destroyed its send window") != std::string::npos);
 }
 
 TEST_CASE("range posts work on the one-rail providers", "[ucx][rails]") {

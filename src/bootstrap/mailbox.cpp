@@ -6,6 +6,8 @@
 
 #include <pmr/target.hpp>
 
+#include <atomic>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +56,7 @@ struct PostOffice {
     std::map<OrdinalKey, std::uint32_t> ordinals;
     std::map<InboxKey, Blob> inbox;
     std::vector<Outgoing> outgoing;
+    std::atomic<std::size_t> in_flight{0}; ///< outgoing.size(), readable without the mutex
     std::uint64_t next_generation = 1;
 
     // Everything known about a communicator that is being freed.
@@ -75,6 +78,7 @@ struct PostOffice {
             check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
             it = done != 0 ? outgoing.erase(it) : std::next(it);
         }
+        in_flight.store(outgoing.size(), std::memory_order_relaxed);
     }
 
     // Moves every message that has arrived from (peer, tag) into the inbox.
@@ -193,6 +197,23 @@ void Channel::send(Kind kind, std::uint32_t index, const Blob& payload) {
                     comm_, &request),
           "MPI_Isend");
     office.outgoing.push_back({request, std::move(buffer)});
+    office.in_flight.store(office.outgoing.size(), std::memory_order_relaxed);
+}
+
+void progress_sends() noexcept {
+    auto& office = post_office();
+    if (office.in_flight.load(std::memory_order_relaxed) == 0 || !mpi_active()) {
+        return;
+    }
+    std::unique_lock<std::mutex> lock(office.mutex, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        return; // another thread is in the set-up code, which progresses them
+    }
+    try {
+        office.collect_sends();
+    } catch (const std::exception&) {
+        // Reported by the set-up call that next needs MPI; the wait goes on until PMR_TIMEOUT.
+    }
 }
 
 Blob Channel::receive(Kind kind, std::uint32_t index, const std::string& where) {

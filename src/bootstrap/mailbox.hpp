@@ -49,6 +49,13 @@ private:
     std::uint32_t ordinal_;
 };
 
+/// Lets MPI progress this process's set-up messages that are still in flight; free when there are
+/// none. The waits of the data path call it on their slow path (every few milliseconds of waiting):
+/// a peer may be waiting for such a message (its window's first init) while this process waits
+/// for that peer in the data path, and some MPI transports only deliver while the sender calls MPI
+/// (e.g. a TCP connection opened lazily). Never throws; errors surface in the set-up calls.
+void progress_sends() noexcept;
+
 /// Largest user tag pmr accepts (MPI_TAG_UB / 2).
 int max_user_tag();
 /// Whether MPI is initialised and not finalised.

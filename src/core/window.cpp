@@ -362,7 +362,10 @@ bool WindowState::test() {
         return true;
     }
     // A caller spinning on test() must also learn that the peer died.
-    if ((++stalled_tests_ & 4095U) == 0 && completed_despite_peer_loss()) {
+    if ((++stalled_tests_ & 4095U) == 0) {
+        bootstrap::progress_sends();
+    }
+    if ((stalled_tests_ & 4095U) == 0 && completed_despite_peer_loss()) {
         phase_ = Phase::idle;
         completed_once_ = true;
         return true;
@@ -382,6 +385,7 @@ void WindowState::wait() {
     Backoff backoff;
     while (!poll()) {
         if (backoff.pause()) {
+            bootstrap::progress_sends();
             if (completed_despite_peer_loss()) {
                 break;
             }

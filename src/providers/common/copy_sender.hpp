@@ -5,6 +5,7 @@
 // another process, or a staging area the receiver copies out of.
 #pragma once
 
+#include "core/copy.hpp"
 #include "core/environment.hpp"
 #include "core/error.hpp"
 #include "providers/common/channel.hpp"
@@ -65,7 +66,7 @@ public:
             if (!granted(channel::check_credit(control, round_, cached_credit_))) {
                 return false;
             }
-            std::memcpy(target_.mapped, source_, bytes_);
+            copy_to_peer(target_.mapped, source_, bytes_);
             channel::publish(control, round_, bytes_, channel::Delivery::direct);
         } else if (target_.cma && bytes_ >= target_.cma_threshold) {
             if (!granted(channel::claim(control, round_))) {
@@ -112,7 +113,7 @@ private:
                                  "Allocate the receive buffer with pmr::allocate or enable "
                                  "cross-memory attach (PMR_SHM_CMA=1).");
         }
-        std::memcpy(target_.staging, source_, bytes_);
+        copy_to_peer(target_.staging, source_, bytes_);
         channel::publish(control, round_, bytes_, channel::Delivery::staged);
     }
 

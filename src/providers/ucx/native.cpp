@@ -183,13 +183,15 @@ void Endpoint::on_error(void* arg, ucp_ep_h /*endpoint*/, ucs_status_t status) {
 
 Endpoint::Endpoint(Endpoint&& other) noexcept
     : worker_(std::move(other.worker_)), handle_(std::exchange(other.handle_, nullptr)),
-      peer_errors_(other.peer_errors_), failure_(std::move(other.failure_)) {}
+      closing_(std::exchange(other.closing_, nullptr)), peer_errors_(other.peer_errors_),
+      failure_(std::move(other.failure_)) {}
 
 Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
     if (this != &other) {
         release();
         worker_ = std::move(other.worker_);
         handle_ = std::exchange(other.handle_, nullptr);
+        closing_ = std::exchange(other.closing_, nullptr);
         peer_errors_ = other.peer_errors_;
         failure_ = std::move(other.failure_);
     }
@@ -204,9 +206,9 @@ void Endpoint::release() noexcept {
     (void)close(teardown_grace_seconds());
 }
 
-bool Endpoint::close(double seconds) noexcept {
+void Endpoint::start_close() noexcept {
     if (handle_ == nullptr) {
-        return true;
+        return;
     }
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -215,20 +217,51 @@ bool Endpoint::close(double seconds) noexcept {
     params.flags = peer_errors_ && failure() != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t request = ucp_ep_close_nbx(handle_, &params);
     handle_ = nullptr;
-    bool closed = true;
     if (UCS_PTR_IS_PTR(request)) {
-        Backoff backoff;
-        while (ucp_request_check_status(request) == UCS_INPROGRESS) {
-            worker_->progress();
-            if (backoff.pause() && backoff.elapsed_seconds() > seconds) {
-                debug_log("ucx: closing an endpoint did not complete; abandoning it");
-                closed = false;
-                break;
+        closing_ = request;
+    }
+}
+
+bool Endpoint::close_done() noexcept {
+    if (closing_ == nullptr) {
+        return true;
+    }
+    if (ucp_request_check_status(closing_) == UCS_INPROGRESS) {
+        return false;
+    }
+    ucp_request_free(std::exchange(closing_, nullptr));
+    return true;
+}
+
+bool Endpoint::close_all(Endpoint* const* endpoints, std::size_t count, double seconds) noexcept {
+    for (std::size_t i = 0; i < count; ++i) {
+        endpoints[i]->start_close();
+    }
+    Backoff backoff;
+    for (;;) {
+        bool pending = false;
+        for (std::size_t i = 0; i < count; ++i) {
+            pending = !endpoints[i]->close_done() || pending;
+        }
+        if (!pending) {
+            return true;
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            if (i == 0 || endpoints[i]->worker_ != endpoints[i - 1]->worker_) {
+                endpoints[i]->worker_->progress();
             }
         }
-        ucp_request_free(request);
+        if (backoff.pause() && backoff.elapsed_seconds() > seconds) {
+            break;
+        }
     }
-    return closed;
+    debug_log("ucx: closing an endpoint did not complete; abandoning it");
+    for (std::size_t i = 0; i < count; ++i) {
+        if (endpoints[i]->closing_ != nullptr) {
+            ucp_request_free(std::exchange(endpoints[i]->closing_, nullptr));
+        }
+    }
+    return false;
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -432,11 +465,6 @@ Request put(const RemoteKey& key, const void* source, std::size_t bytes, std::ui
     ucp_request_param_t params{};
     return {ucp_put_nbx(key.endpoint()->get(), source, bytes, address, key.get(), &params),
             "ucp_put_nbx", where};
-}
-
-Request flush(const Endpoint& endpoint, const std::string& where) {
-    ucp_request_param_t params{};
-    return {ucp_ep_flush_nbx(endpoint.get(), &params), "ucp_ep_flush_nbx", where};
 }
 
 } // namespace pmr::detail::ucx

@@ -102,9 +102,20 @@ public:
 
     /// Closes the endpoint, flushing what is still in flight (forced after a failure in peer
     /// error-handling mode). A flush may need the peer to make progress (UCX completes the wire-up
-    /// handshake then), so this waits at most `seconds`. Returns whether the close completed; if
-    /// not, the worker must not be destroyed (UCX asserts on a half-wired endpoint).
-    bool close(double seconds) noexcept;
+    /// handshake then, and over TCP, where UCX emulates puts with active messages, the peer
+    /// reports their remote completion), so this waits at most `seconds`. Returns whether the close
+    /// completed; if not, the worker must not be destroyed (UCX asserts on a half-wired endpoint).
+    bool close(double seconds) noexcept {
+        Endpoint* self = this;
+        return close_all(&self, 1, seconds);
+    }
+
+    /// close() of `count` endpoints at once, progressing the workers of all of them while any
+    /// close is pending: a peer that closes its own endpoints in another order waits for this side
+    /// to progress the rail at hand, so closing one endpoint after the other, progressing only
+    /// its worker, can hold up both sides for the whole grace time. Endpoints of one worker
+    /// should be adjacent (each worker is progressed once per adjacent run).
+    static bool close_all(Endpoint* const* endpoints, std::size_t count, double seconds) noexcept;
 
     ucp_ep_h get() const noexcept { return handle_; }
     Worker& worker() const noexcept { return *worker_; }
@@ -117,9 +128,14 @@ public:
 private:
     static void on_error(void* arg, ucp_ep_h endpoint, ucs_status_t status);
     void release() noexcept;
+    /// Starts ucp_ep_close_nbx; `closing_` holds its request if it did not complete at once.
+    void start_close() noexcept;
+    /// Whether no close is pending (any more); frees the close request once complete.
+    bool close_done() noexcept;
 
     std::shared_ptr<Worker> worker_;
     ucp_ep_h handle_ = nullptr;
+    void* closing_ = nullptr;
     bool peer_errors_ = false;
     // Written by UCX's error callback; on the heap so that moves do not invalidate its address.
     std::unique_ptr<std::atomic<int>> failure_;
@@ -220,8 +236,5 @@ private:
 /// endpoint. `source` must stay valid until the returned request is done.
 Request put(const RemoteKey& key, const void* source, std::size_t bytes, std::uint64_t address,
             const std::string& where);
-
-/// ucp_ep_flush_nbx: complete once everything issued before on the endpoint is remotely complete.
-Request flush(const Endpoint& endpoint, const std::string& where);
 
 } // namespace pmr::detail::ucx

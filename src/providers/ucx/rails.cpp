@@ -192,12 +192,23 @@ RailSet::RailSet(UcxSettings settings, const std::string& where) : settings_(std
 }
 
 RailSet::~RailSet() {
-    // At exit the peers are usually closing too, and each close makes progress for the other.
+    // At exit the peers are usually closing too, and each close makes progress for the other. All
+    // at once: a close may wait for the peer to progress its rail, and peers close in any order.
     constexpr double exit_grace_seconds = 3.0;
     bool clean = true;
-    for (auto& rail : endpoints_) {
-        for (auto& [address, endpoint] : rail) {
-            clean = endpoint->close(exit_grace_seconds) && clean;
+    try {
+        std::vector<Endpoint*> all;
+        for (auto& rail : endpoints_) {
+            for (auto& [address, endpoint] : rail) {
+                all.push_back(endpoint.get());
+            }
+        }
+        clean = Endpoint::close_all(all.data(), all.size(), exit_grace_seconds);
+    } catch (const std::bad_alloc&) {
+        for (auto& rail : endpoints_) {
+            for (auto& [address, endpoint] : rail) {
+                clean = endpoint->close(exit_grace_seconds) && clean;
+            }
         }
     }
     endpoints_.clear();
@@ -402,8 +413,13 @@ void RailSet::handle(const Notice& notice, const void* data, std::size_t bytes,
             }
             break;
         case NoticeKind::sender_closed:
-            if (link != nullptr && link->role == Link::Role::receiver) {
-                link->inbox->block.sender_closed.store(1, std::memory_order_release);
+            if (link != nullptr && link->role == Link::Role::receiver && notice.rail < max_rails) {
+                // Closed once every rail that carried pieces has said so behind its last puts.
+                link->closed_rails |= 1U << notice.rail;
+                const std::uint32_t all = notice.rails | 1U;
+                if ((link->closed_rails & all) == all) {
+                    link->inbox->block.sender_closed.store(1, std::memory_order_release);
+                }
             }
             break;
         case NoticeKind::arrived:

@@ -75,8 +75,11 @@ struct Inbox {
 /// writing into freed memory (which a put would do).
 enum class NoticeKind : std::uint32_t {
     receiver_closed = 1, ///< to a sender: no more credits; `round` != 0: answer with revoke_ack
-    sender_closed = 2,   ///< to a receiver: no more data
-    revoke_ack = 3,      ///< to a receiver: the sender has not started `round` and never will
+    /// to a receiver: no more data. Sent on rail 0 and on every rail that ever carried pieces
+    /// (`rails`, the mask of those above 0), each behind that rail's puts: the sender counts as
+    /// closed once the notices of all of them (`rail`) have come.
+    sender_closed = 2,
+    revoke_ack = 3, ///< to a receiver: the sender has not started `round` and never will
     /// to a receiver: the pieces of `round` on `rail` have landed, or (rail 0, with data) the
     /// whole small message of `round` is in this message
     arrived = 4,
@@ -89,8 +92,9 @@ struct Notice {
     std::uint64_t round = 0;
     std::uint64_t bytes = 0; ///< arrived on rail 0: bytes of the round
     NoticeKind kind = NoticeKind::receiver_closed;
-    std::uint16_t rail = 0;  ///< arrived: the rail the pieces travelled on
-    std::uint16_t rails = 0; ///< arrived on rail 0: mask of the other rails that carried pieces
+    std::uint16_t rail = 0; ///< arrived, sender_closed: the rail this notice travelled on
+    /// arrived on rail 0, sender_closed: mask of the other rails that carried pieces
+    std::uint16_t rails = 0;
 };
 
 /// Bits of a send window's state word that the notice handler shares with the data path.
@@ -161,6 +165,7 @@ private:
         Inbox* inbox = nullptr;
         std::atomic<bool>* acked = nullptr;
         std::atomic<bool>* connected = nullptr;
+        std::uint32_t closed_rails = 0; ///< receiver: rails whose sender_closed notice came
         CreditCell cell;
     };
     struct Chunk {

@@ -196,8 +196,8 @@ bool Ucx::Connection::peer_alive() {
     return process_.alive();
 }
 
-void Ucx::Connection::progress(std::size_t count) const noexcept {
-    for (std::size_t i = 0; i < count && i < endpoints_.size(); ++i) {
+void Ucx::Connection::progress() const noexcept {
+    for (std::size_t i = 0; i < endpoints_.size(); ++i) {
         rails_->rail(i).worker->progress();
     }
 }
@@ -288,7 +288,9 @@ struct Ucx::SendWindow::State {
             receiver_gone();
         }
         if (credit < round) {
-            connection->progress(1); // credits put by the receiver land while the worker progresses
+            // The credit lands on rail 0, but the peer may grant it only once this side has
+            // progressed the others (its send to this side finished).
+            connection->progress();
             return false;
         }
         // From here on UCX writes into the receiver's memory: a revocation that arrives now waits
@@ -387,7 +389,7 @@ struct Ucx::SendWindow::State {
         if (requests.empty()) {
             return true;
         }
-        connection->progress(rails_used);
+        connection->progress();
         auto pending = std::remove_if(requests.begin(), requests.end(),
                                       [&](ucx::Request& r) { return r.done("ucp_put_nbx", at()); });
         requests.erase(pending, requests.end());
@@ -468,43 +470,27 @@ Ucx::SendWindow::~SendWindow() {
             return;
         }
     }
-    // The notice below travels on rail 0 and must not overtake puts on other rails, which the
-    // receiver would then get after it freed its memory: flush those rails first. Without the
-    // flush (a stuck peer) the notice is not sent; the receiver then runs into PMR_TIMEOUT.
-    bool flushed = true;
-    if (s.connection != nullptr && s.other_rails_used != 0 && !s.receiver_closed()) {
-        std::vector<ucx::Request> flushes;
+    // The receiver must not take the sender for closed (and free its memory) while puts of the
+    // last round are still on their way. A notice orders only behind the puts of its own rail, so
+    // every rail that carried pieces sends one, behind a fence; the receiver waits for all of
+    // them. No flush here: over TCP it completes only while the peer progresses those rails, and
+    // the peer, done with its windows, may be anywhere (in MPI, creating its next window).
+    if (s.connection != nullptr && !s.receiver_closed()) {
         try {
-            for (std::size_t rail = 1; rail < s.connection->rails(); ++rail) {
-                if ((s.other_rails_used & (1U << rail)) != 0) {
-                    flushes.push_back(ucx::flush(*s.connection->endpoint(rail), s.at()));
-                }
-            }
-            Backoff backoff;
-            for (auto& flush : flushes) {
-                while (!flush.done("ucp_ep_flush_nbx", s.at())) {
-                    s.connection->progress();
-                    if (backoff.pause() &&
-                        (backoff.elapsed_seconds() > ucx::teardown_grace_seconds() ||
-                         !s.connection->peer_alive())) {
-                        flushed = false;
-                        break;
-                    }
-                }
-            }
-        } catch (const std::exception&) {
-            flushed = false;
-        }
-    }
-    if (s.connection != nullptr && flushed && !s.receiver_closed()) {
-        try {
-            // The notice must not overtake the puts of the last round.
-            s.connection->endpoint(0)->worker().fence(s.at());
             ucx::Notice notice;
             notice.target = s.receiver_id;
             notice.from = s.id;
             notice.kind = ucx::NoticeKind::sender_closed;
-            s.rails->send_notice(*s.connection->endpoint(0), notice, false, s.at());
+            notice.rails = static_cast<std::uint16_t>(s.other_rails_used);
+            for (std::size_t rail = s.connection->rails(); rail-- > 0;) {
+                if (rail != 0 && (s.other_rails_used & (1U << rail)) == 0) {
+                    continue;
+                }
+                const ucx::Endpoint& endpoint = *s.connection->endpoint(rail);
+                endpoint.worker().fence(s.at());
+                notice.rail = static_cast<std::uint16_t>(rail);
+                s.rails->send_notice(endpoint, notice, false, s.at());
+            }
         } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
             // The receiver then learns it from PMR_TIMEOUT or the peer's death.
         }
@@ -739,7 +725,7 @@ struct Ucx::RecvWindow::State {
     void finish_credit() {
         Backoff backoff;
         while (!credit_request.done("ucp_put_nbx (credit)", at())) {
-            connection->progress(1);
+            connection->progress();
             if (backoff.pause() && !connection->peer_alive()) {
                 raise<PeerLost>("the peer process exited", at());
             }
@@ -863,7 +849,7 @@ Ucx::RecvWindow::~RecvWindow() {
         }
     }
     if (s.connection != nullptr) {
-        s.connection->progress(1); // a sender_connected notice may be on its way
+        s.connection->progress(); // a sender_connected notice may be on its way
     }
     s.rails->remove(s.id);
     // A sender that has not unpacked the keys yet may still do so, and UCX crashes on keys of

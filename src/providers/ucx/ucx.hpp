@@ -31,10 +31,11 @@
 //     acquire load; on the put path it also progresses the workers, which TCP needs.
 //
 // Teardown. A window that goes away tells its peer by a notice (an active message dispatched by
-// window id, see rails.hpp). A receiver destroyed while its sender may be putting into its memory
-// (a credit it granted is unused) waits, bounded, until the sender acknowledges or finishes the
-// round. Memory whose keys a peer may still unpack outlives its window (UCX 1.13 crashes on keys of
-// freed shared memory).
+// window id, see rails.hpp); a send window on every rail that carried pieces, each notice behind
+// that rail's puts, so that none overtakes them, without waiting for the peer's progress. A
+// receiver destroyed while its sender may be putting into its memory (a credit it granted is
+// unused) waits, bounded, until the sender acknowledges or finishes the round. Memory whose keys a
+// peer may still unpack outlives its window (UCX 1.13 crashes on keys of freed shared memory).
 //
 // Peer failure: UCP_ERR_HANDLING_MODE_PEER to peers on other nodes; for peers on this node a pidfd,
 // because in peer error-handling mode UCX 1.13 gives up its shared-memory transports.
@@ -101,9 +102,11 @@ struct Ucx {
             return endpoints_[rail];
         }
         ucx::RailSet& rail_set() const noexcept { return *rails_; }
-        /// Progresses the workers of the first `count` rails.
-        void progress(std::size_t count) const noexcept;
-        void progress() const noexcept { progress(endpoints_.size()); }
+        /// Progresses the workers of every rail. Every wait progresses them all, whatever it
+        /// waits for: over TCP the peer's data and puts on any rail move only while this side
+        /// progresses that rail, and the peer may be waiting for them to give what this side
+        /// waits for (a credit after its send completed).
+        void progress() const noexcept;
         bool same_node() const noexcept { return same_node_; }
         pid_t peer_pid() const noexcept { return pid_; }
 
