@@ -26,7 +26,9 @@
 
 namespace pmr_bench {
 
-enum class Family { pmr, mpi };
+/// pmr, an MPI baseline, or a reference that moves no data between ranks (the local copy of the
+/// same bytes, the bound for every transport that copies once).
+enum class Family { pmr, mpi, reference };
 
 /// Verification findings of one variant on this rank.
 struct VerifyLog {
@@ -63,8 +65,9 @@ public:
 
     /// With verification on, run() writes a fresh pattern into every message and checks every
     /// received byte. The runner switches it on for one untimed round per size regardless of
-    /// --verify, so wrong results are reported even in timing runs.
-    void set_verify(bool on) noexcept { verify_ = on; }
+    /// --verify, so wrong results are reported even in timing runs. References deliver nothing
+    /// to check and stay off.
+    void set_verify(bool on) noexcept { verify_ = on && family_ != Family::reference; }
     const VerifyLog& log() const noexcept { return log_; }
 
 protected:

@@ -9,6 +9,9 @@
 #include "exchange_variant.hpp"
 #include "mpi_exchange.hpp"
 
+#include <cstring>
+#include <vector>
+
 namespace pmr_bench {
 namespace {
 
@@ -89,6 +92,50 @@ private:
     std::vector<pmr::RecvWindow<unsigned char>> recvs_;
 };
 
+/// The reference: no communication, every rank copies each of its outgoing messages into the
+/// matching receive buffer of its own with std::memcpy. A transport that moves every byte once
+/// (pmr's shared memory, MPI's cross-memory attach) cannot beat this by much once the messages
+/// outgrow the caches, so its ratio to this line tells how much is left to gain.
+class CopyReference final : public ExchangeVariant {
+public:
+    CopyReference(const HaloGrid& grid, bool buffered)
+        : ExchangeVariant("memcpy", Family::reference,
+                          "reference, no communication: each rank memcpy's its outgoing messages "
+                          "into its own receive buffers (the bound of a single copy; not checked)",
+                          grid, buffered) {}
+
+protected:
+    void allocate(std::size_t bytes) override {
+        for (std::size_t k = 0; k < grid_.neighbors().size(); ++k) {
+            sends_.emplace_back(bytes);
+            recvs_.emplace_back(bytes);
+        }
+    }
+
+    void communicate() override {
+        if (bytes_ == 0) {
+            return;
+        }
+        for (std::size_t k = 0; k < grid_.neighbors().size(); ++k) {
+            if (!grid_.neighbors()[k].is_null()) {
+                std::memcpy(recvs_[k].data(), sends_[k].data(), bytes_);
+            }
+        }
+    }
+
+    void free() override {
+        sends_.clear();
+        recvs_.clear();
+    }
+
+    unsigned char* outgoing(std::size_t k) override { return sends_[k].data(); }
+    unsigned char* incoming(std::size_t k) override { return recvs_[k].data(); }
+
+private:
+    std::vector<AlignedBuffer> sends_;
+    std::vector<AlignedBuffer> recvs_;
+};
+
 std::vector<int> extents_from(const Options& options) {
     long dims = options.integer("dims");
     std::vector<int> extents;
@@ -131,6 +178,9 @@ public:
             neighbor_collectives_ =
                 neighbor_collectives_ || variant->name().find("neighbor") != std::string::npos;
             add(std::move(variant));
+        }
+        if (context.wants("memcpy")) {
+            add(std::make_unique<CopyReference>(grid_, buffered_));
         }
     }
 

@@ -46,10 +46,10 @@ std::string pad(const std::string& text, std::size_t width) {
     return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
 }
 
-std::vector<const Series*> of_family(const Report& report, bool pmr) {
+std::vector<const Series*> of_family(const Report& report, const std::string& family) {
     std::vector<const Series*> result;
     for (const auto& s : report.series) {
-        if (s.is_pmr() == pmr) {
+        if (s.family == family) {
             result.push_back(&s);
         }
     }
@@ -101,8 +101,8 @@ void print_bandwidth_table(std::ostream& out, const Report& report) {
 }
 
 void print_speedups(std::ostream& out, const Report& report) {
-    auto pmrs = of_family(report, true);
-    auto mpis = of_family(report, false);
+    auto pmrs = of_family(report, "pmr");
+    auto mpis = of_family(report, "mpi");
     if (pmrs.empty() || mpis.empty()) {
         return;
     }
@@ -149,6 +149,39 @@ void print_speedups(std::ostream& out, const Report& report) {
                 << " sizes, speed-up " << printf_string("%.2f", lo) << " (at "
                 << format_size(report.sizes[lo_at]) << ") to " << printf_string("%.2f", hi)
                 << " (at " << format_size(report.sizes[hi_at]) << ")\n";
+        }
+    }
+}
+
+/// Every variant's time over each reference's (the local copy of the same bytes): how far a
+/// transport is from the bound of a single copy.
+void print_copy_bound(std::ostream& out, const Report& report) {
+    for (const Series* ref : of_family(report, "reference")) {
+        std::vector<const Series*> others;
+        std::size_t width = 10;
+        for (const auto& s : report.series) {
+            if (!s.is_reference()) {
+                others.push_back(&s);
+                width = std::max(width, s.variant.size() + 2);
+            }
+        }
+        if (others.empty()) {
+            return;
+        }
+        out << "\nTime over " << ref->variant << " = variant time / " << ref->variant
+            << " time (1.00: as fast as one local copy of the same bytes)\n";
+        out << pad("size", 10);
+        for (const Series* s : others) {
+            out << pad(s->variant, width);
+        }
+        out << "\n";
+        for (std::size_t i = 0; i < report.sizes.size(); ++i) {
+            out << pad(format_size(report.sizes[i]), 10);
+            for (const Series* s : others) {
+                double ratio = speedup(*s, *ref, i);
+                out << pad(ratio > 0 ? printf_string("%.2f", 1 / ratio) : std::string("-"), width);
+            }
+            out << "\n";
         }
     }
 }
@@ -250,6 +283,7 @@ void print_report(std::ostream& out, const Report& report) {
     print_time_table(out, report);
     print_bandwidth_table(out, report);
     print_speedups(out, report);
+    print_copy_bound(out, report);
     print_fits(out, report);
     bool any_failure = false;
     for (const auto& s : report.series) {
@@ -271,7 +305,7 @@ void print_report(std::ostream& out, const Report& report) {
 }
 
 void write_csv(std::ostream& out, const Report& report) {
-    auto pmrs = of_family(report, true);
+    auto pmrs = of_family(report, "pmr");
     out << "benchmark,variant,family,size_bytes,volume_bytes,iterations,samples,min_us,p25_us,"
            "median_us,p75_us,max_us,mean_us,mad_us,bandwidth_MBps,verify_failures";
     for (const Series* p : pmrs) {
@@ -347,7 +381,7 @@ void write_json(std::ostream& out, const Report& report) {
     bool first = true;
     for (const auto& p : report.series) {
         for (const auto& m : report.series) {
-            if (!p.is_pmr() || m.is_pmr()) {
+            if (!p.is_pmr() || !m.is_mpi()) {
                 continue;
             }
             for (std::size_t i = 0; i < report.sizes.size(); ++i) {
@@ -355,6 +389,24 @@ void write_json(std::ostream& out, const Report& report) {
                     << ", \"mpi\": " << json_string(m.variant)
                     << ", \"size_bytes\": " << report.sizes[i]
                     << ", \"mpi_time_over_pmr_time\": " << json_number(speedup(p, m, i)) << "}";
+                first = false;
+            }
+        }
+    }
+    out << "\n  ],\n  \"copy_bound\": [";
+    first = true;
+    for (const auto& ref : report.series) {
+        for (const auto& s : report.series) {
+            if (!ref.is_reference() || s.is_reference()) {
+                continue;
+            }
+            for (std::size_t i = 0; i < report.sizes.size(); ++i) {
+                const double ratio = speedup(s, ref, i);
+                out << (first ? "" : ",") << "\n    {\"variant\": " << json_string(s.variant)
+                    << ", \"reference\": " << json_string(ref.variant)
+                    << ", \"size_bytes\": " << report.sizes[i]
+                    << ", \"time_over_reference\": " << json_number(ratio > 0 ? 1 / ratio : NAN)
+                    << "}";
                 first = false;
             }
         }

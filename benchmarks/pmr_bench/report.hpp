@@ -26,13 +26,15 @@ struct SizeResult {
 
 struct Series {
     std::string variant;
-    std::string family; ///< "pmr" or "mpi"
+    std::string family; ///< "pmr", "mpi" or "reference"
     std::string description;
     std::vector<SizeResult> sizes;
     ThroughputFit fit;               ///< t(volume) = t0 + volume / B over all sizes
     std::size_t verify_failures = 0; ///< rounds with wrong data, summed over ranks
     std::string first_failure;       ///< where and how, from the first rank that saw one
     bool is_pmr() const { return family == "pmr"; }
+    bool is_mpi() const { return family == "mpi"; }
+    bool is_reference() const { return family == "reference"; }
 };
 
 struct Report {

@@ -56,14 +56,29 @@ def check_json(path, variants, sizes, samples, errors):
                 fail(errors, f"{path}: {line}")
             else:
                 print(f"note: {line}")
-    pmr = [v for v in names if v.startswith("pmr")]
-    mpi = [v for v in names if not v.startswith("pmr")]
+    family = {v["name"]: v["family"] for v in data.get("variants", [])}
+    unknown = sorted(n for n, f in family.items() if f not in ("pmr", "mpi", "reference"))
+    if unknown:
+        fail(errors, f"{path}: variants of unknown family: {unknown}")
+    pmr = [v for v in names if family[v] == "pmr"]
+    mpi = [v for v in names if family[v] == "mpi"]
+    references = [v for v in names if family[v] == "reference"]
     pairs = {(s["pmr"], s["mpi"], s["size_bytes"]) for s in data.get("speedups", [])}
     for p in pmr:
         for m in mpi:
             for size in sizes:
                 if (p, m, size) not in pairs:
                     fail(errors, f"{path}: no speed-up of {p} over {m} at {size} B")
+    if len(pairs) != len(pmr) * len(mpi) * len(sizes):
+        fail(errors, f"{path}: speed-ups of other pairs than pmr over MPI")
+    bound = {(b["variant"], b["reference"], b["size_bytes"]): b["time_over_reference"]
+             for b in data.get("copy_bound", [])}
+    for r in references:
+        for v in pmr + mpi:
+            for size in sizes:
+                ratio = bound.get((v, r, size))
+                if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+                    fail(errors, f"{path}: no time of {v} over {r} at {size} B")
     return data
 
 

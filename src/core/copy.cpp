@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <unistd.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -55,17 +54,6 @@ void copy_to_peer(std::byte* destination, const std::byte* source, std::size_t b
     } else {
         std::memcpy(destination, source, bytes);
     }
-}
-
-std::size_t default_stream_threshold() noexcept {
-    constexpr std::size_t fallback = std::size_t{1} << 20;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 > 0) {
-        return static_cast<std::size_t>(l2) / 2;
-    }
-#endif
-    return fallback;
 }
 
 } // namespace pmr::detail

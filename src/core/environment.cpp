@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "core/environment.hpp"
 
-#include "core/copy.hpp"
-
 #include <pmr/error.hpp>
 
 #include <cstdio>
@@ -42,8 +40,8 @@ Settings read_settings() {
     s.shm_cma = number("PMR_SHM_CMA", 1.0) != 0.0;
     s.shm_cma_threshold =
         static_cast<std::size_t>(number("PMR_SHM_CMA_THRESHOLD", double(s.shm_cma_threshold)));
-    s.stream_threshold = static_cast<std::size_t>(
-        number("PMR_STREAM_THRESHOLD", double(default_stream_threshold())));
+    s.stream_threshold =
+        static_cast<std::size_t>(number("PMR_STREAM_THRESHOLD", double(s.stream_threshold)));
     s.debug = number("PMR_DEBUG", 0.0) != 0.0;
     return s;
 }

@@ -21,7 +21,7 @@ struct Settings {
     /// staging.
     std::size_t shm_cma_threshold = std::size_t{8} * 1024;
     /// PMR_STREAM_THRESHOLD: copies into another process's memory of at least this many bytes use
-    /// streaming (non-temporal) stores; 0 never does. Default: half of this core's L2 cache.
+    /// streaming (non-temporal) stores; 0 (the default) never does. See copy.hpp for why.
     std::size_t stream_threshold = 0;
     /// PMR_DEBUG: 1 logs set-up decisions (provider per connection, paths per window) to stderr.
     bool debug = false;
