@@ -42,6 +42,18 @@ inline int world_rank() {
     return rank;
 }
 
+/// The what() of the E that f() throws; fails the test if it throws nothing.
+template <class E, class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    }
+    FAIL("expected exception was not thrown");
+    return {};
+}
+
 inline int world_size() {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);

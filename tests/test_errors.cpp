@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Bad input between two ranks: each case ends in a pmr::Error with a useful message on the ranks
 // involved, never in a hang or a write outside a receive window.
+#include "support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <pmr/pmr.hpp>
@@ -9,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+using pmr_test::message_of;
 
 namespace {
 
@@ -23,17 +27,6 @@ struct Ranks {
         peer = 1 - me;
     }
 };
-
-template <class E, class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    }
-    FAIL("expected exception was not thrown");
-    return {};
-}
 
 constexpr unsigned char guard = 0xA5;
 

@@ -32,17 +32,6 @@ const bool split_transports = []() noexcept {
     return false;
 }();
 
-template <class E, class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    }
-    FAIL("expected exception was not thrown");
-    return {};
-}
-
 /// Rails this process should have, from the environment.
 std::size_t expected_rails() {
     if (auto devices = environment("PMR_UCX_DEVICES")) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Single-process tests of the public API: targets, communicators, memory, the window state machine
 // and self connections. Runs on one rank.
+#include "support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <pmr/pmr.hpp>
@@ -10,26 +12,8 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-int world_rank() {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank;
-}
-
-template <class E, class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    }
-    FAIL("expected exception was not thrown");
-    return {};
-}
-
-} // namespace
+using pmr_test::message_of;
+using pmr_test::world_rank;
 
 TEST_CASE("providers are named and listed", "[provider]") {
     CHECK(pmr::to_string(pmr::Provider::shm) == "shm");
