@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pmr needs to build, test and benchmark on Debian 12 (or Ubuntu 22.04+).
+#   scripts/install-deps.sh             install the missing packages (apt-get, as root or via sudo)
+#   scripts/install-deps.sh --missing   print them instead
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config python3
@@ -15,6 +17,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
+# --missing: only print the packages still to install (one line, possibly empty); .ci/run uses it.
+if [ "${1:-}" = --missing ]; then
+  echo "${missing[*]}"
+  exit 0
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: everything is installed"
   exit 0

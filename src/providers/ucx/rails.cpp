@@ -212,6 +212,18 @@ RailSet::~RailSet() {
         }
     }
     endpoints_.clear();
+    {
+        // Closing the endpoints finished (or cancelled) what they still had to send.
+        std::lock_guard<std::mutex> lock(notices_mutex_);
+        reap_notices_locked();
+        for (NoticeInFlight& notice : notices_) {
+            // Still queued in a worker that is not closed cleanly: UCX may read the header until
+            // the worker goes, so it stays.
+            (void)notice.header.release(); // NOLINT(bugprone-unused-return-value): deliberate leak
+            ucp_request_free(notice.request);
+        }
+        notices_.clear();
+    }
     if (!clean) {
         // Destroying a worker with a half-closed endpoint trips UCX's assertions: the process is
         // exiting, so leave workers and contexts to the operating system.
@@ -339,33 +351,40 @@ void RailSet::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
     }
 }
 
-namespace {
-
-ucs_status_t post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
-    // The header must live until UCX is done with it; the completion callback frees it.
-    auto* copy = new Notice(notice);
+ucs_status_t RailSet::post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
+    // The node is allocated before the send, so that keeping an unfinished send cannot fail.
+    std::list<NoticeInFlight> node;
+    node.push_back({nullptr, std::make_unique<Notice>(notice)});
     ucp_request_param_t params{};
-    params.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    params.cb.send = [](void* /*request*/, ucs_status_t /*status*/, void* user_data) {
-        delete static_cast<Notice*>(user_data);
-    };
-    params.user_data = copy;
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     params.flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0;
-    ucs_status_ptr_t result =
-        ucp_am_send_nbx(endpoint, notice_id, copy, sizeof(Notice), nullptr, 0, &params);
-    if (UCS_PTR_IS_PTR(result)) {
-        ucp_request_free(result); // completes (and calls the callback) on its own
-        return UCS_OK;
+    // Without the notices lock: over UCX's self transport the peer's handler runs inside this
+    // call, and it may post a notice itself.
+    ucs_status_ptr_t result = ucp_am_send_nbx(endpoint, notice_id, node.front().header.get(),
+                                              sizeof(Notice), nullptr, 0, &params);
+    if (!UCS_PTR_IS_PTR(result)) {
+        return UCS_PTR_STATUS(result); // done (or failed) already: the header can go
     }
-    delete copy;
-    return UCS_PTR_STATUS(result);
+    node.front().request = result;
+    std::lock_guard<std::mutex> lock(notices_mutex_);
+    reap_notices_locked();
+    notices_.splice(notices_.end(), node);
+    return UCS_OK;
 }
 
-} // namespace
+void RailSet::reap_notices_locked() noexcept {
+    for (auto it = notices_.begin(); it != notices_.end();) {
+        if (ucp_request_check_status(it->request) == UCS_INPROGRESS) {
+            ++it;
+            continue;
+        }
+        ucp_request_free(it->request);
+        it = notices_.erase(it);
+    }
+}
 
 void RailSet::send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
-                          const std::string& where) const {
+                          const std::string& where) {
     check(post_notice(endpoint.get(), notice, reply), "ucp_am_send_nbx", where);
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -145,7 +146,7 @@ public:
     /// Sends `notice` through `endpoint` (rail 0) without waiting for it; `reply` lets the handler
     /// answer on the same connection.
     void send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
-                     const std::string& where) const;
+                     const std::string& where);
     /// Sends `notice` and `bytes` of `data` (a small message) from memory that stays valid until
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
@@ -177,6 +178,15 @@ private:
                                   void* data, std::size_t length, const ucp_am_recv_param_t* param);
     void handle(const Notice& notice, const void* data, std::size_t bytes, ucp_ep_h reply_endpoint);
     void release_cell_locked(const CreditCell& cell) noexcept;
+    ucs_status_t post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply);
+    void reap_notices_locked() noexcept;
+
+    /// A notice UCX has not finished sending: its header must stay valid until then, and the
+    /// request is kept because a freed request reports nothing (ucp_request_free).
+    struct NoticeInFlight {
+        void* request = nullptr;
+        std::unique_ptr<Notice> header;
+    };
 
     UcxSettings settings_;
     std::vector<Rail> rails_;
@@ -190,6 +200,9 @@ private:
     std::vector<CreditCell> free_cells_;
     std::vector<std::shared_ptr<MemoryHandle>> graveyard_;
     std::map<std::uintptr_t, std::shared_ptr<MemoryHandle>> allocations_;
+
+    std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
+    std::list<NoticeInFlight> notices_;
 };
 
 } // namespace pmr::detail::ucx
