@@ -482,7 +482,12 @@ void RailSet::handle(const Notice& notice, const void* data, std::size_t bytes,
         ack.round = notice.round;
         ack.kind = NoticeKind::revoke_ack;
         // A failure needs no handling: the receiver's wait for the acknowledgement is bounded.
-        (void)post_notice(reply_endpoint, ack, false);
+        // Nothing may escape into UCX, which called this handler.
+        try {
+            (void)post_notice(reply_endpoint, ack, false);
+        } catch (const std::bad_alloc&) {
+            // No acknowledgement: the receiver's bounded wait covers it, as for a lost one.
+        }
     }
 }
 
