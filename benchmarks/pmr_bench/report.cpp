@@ -100,31 +100,47 @@ void print_bandwidth_table(std::ostream& out, const Report& report) {
     }
 }
 
+std::size_t column_width(const std::vector<const Series*>& columns) {
+    std::size_t width = 10;
+    for (const Series* c : columns) {
+        width = std::max(width, c->variant.size() + 2);
+    }
+    return width;
+}
+
+/// A row per size and a column per series; `cell(series, size index)` gives the ratio shown
+/// (0 or less: none, printed as "-").
+template <class Cell>
+void print_ratio_table(std::ostream& out, const Report& report,
+                       const std::vector<const Series*>& columns, Cell cell) {
+    const std::size_t width = column_width(columns);
+    out << pad("size", 10);
+    for (const Series* c : columns) {
+        out << pad(c->variant, width);
+    }
+    out << "\n";
+    for (std::size_t i = 0; i < report.sizes.size(); ++i) {
+        out << pad(format_size(report.sizes[i]), 10);
+        for (const Series* c : columns) {
+            const double value = cell(*c, i);
+            out << pad(value > 0 ? printf_string("%.2f", value) : std::string("-"), width);
+        }
+        out << "\n";
+    }
+}
+
 void print_speedups(std::ostream& out, const Report& report) {
     auto pmrs = of_family(report, "pmr");
     auto mpis = of_family(report, "mpi");
     if (pmrs.empty() || mpis.empty()) {
         return;
     }
+    const std::size_t width = column_width(mpis);
     for (const Series* p : pmrs) {
-        std::size_t width = 10;
-        for (const Series* m : mpis) {
-            width = std::max(width, m->variant.size() + 2);
-        }
         out << "\nSpeed-up of " << p->variant
             << " = MPI time / pmr time (above 1: pmr is faster)\n";
-        out << pad("size", 10);
-        for (const Series* m : mpis) {
-            out << pad(m->variant, width);
-        }
-        out << "\n";
-        for (std::size_t i = 0; i < report.sizes.size(); ++i) {
-            out << pad(format_size(report.sizes[i]), 10);
-            for (const Series* m : mpis) {
-                out << pad(printf_string("%.2f", speedup(*p, *m, i)), width);
-            }
-            out << "\n";
-        }
+        print_ratio_table(out, report, mpis,
+                          [p](const Series& m, std::size_t i) { return speedup(*p, m, i); });
         for (const Series* m : mpis) {
             std::size_t faster = 0;
             double lo = HUGE_VAL, hi = 0;
@@ -156,33 +172,22 @@ void print_speedups(std::ostream& out, const Report& report) {
 /// Every variant's time over each reference's (the local copy of the same bytes): how far a
 /// transport is from the bound of a single copy.
 void print_copy_bound(std::ostream& out, const Report& report) {
+    std::vector<const Series*> others;
+    for (const auto& s : report.series) {
+        if (!s.is_reference()) {
+            others.push_back(&s);
+        }
+    }
+    if (others.empty()) {
+        return;
+    }
     for (const Series* ref : of_family(report, "reference")) {
-        std::vector<const Series*> others;
-        std::size_t width = 10;
-        for (const auto& s : report.series) {
-            if (!s.is_reference()) {
-                others.push_back(&s);
-                width = std::max(width, s.variant.size() + 2);
-            }
-        }
-        if (others.empty()) {
-            return;
-        }
         out << "\nTime over " << ref->variant << " = variant time / " << ref->variant
             << " time (1.00: as fast as one local copy of the same bytes)\n";
-        out << pad("size", 10);
-        for (const Series* s : others) {
-            out << pad(s->variant, width);
-        }
-        out << "\n";
-        for (std::size_t i = 0; i < report.sizes.size(); ++i) {
-            out << pad(format_size(report.sizes[i]), 10);
-            for (const Series* s : others) {
-                double ratio = speedup(*s, *ref, i);
-                out << pad(ratio > 0 ? printf_string("%.2f", 1 / ratio) : std::string("-"), width);
-            }
-            out << "\n";
-        }
+        print_ratio_table(out, report, others, [ref](const Series& s, std::size_t i) {
+            const double ratio = speedup(s, *ref, i);
+            return ratio > 0 ? 1 / ratio : 0;
+        });
     }
 }
 
