@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config python3
   libopenmpi-dev openmpi-bin            # MPI: bootstrap and the baselines pmr is measured against
+  libmpich-dev                          # MPICH beside Open MPI: scripts/test-mpich.sh
+  gfortran                              # the Fortran module (PMR_WITH_FORTRAN)
   libucx-dev ucx-utils                  # UCX provider and ucx_perftest
   catch2 libbenchmark-dev               # tests and microbenchmarks
   libibverbs-dev librdmacm-dev libhwloc-dev

@@ -8,11 +8,26 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
+    // Funneled: threads of the tests run pmr's data path, which never calls MPI.
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    // PMR_TEST_SETENV="NAME=value NAME=value": set now, after MPI_Init, so that they reach pmr
+    // (the UCX_* variables of its UCX contexts) but not an MPI that reads them in MPI_Init.
+    if (const char* late = std::getenv("PMR_TEST_SETENV")) {
+        std::istringstream words(late);
+        for (std::string word; words >> word;) {
+            const auto equals = word.find('=');
+            if (equals != std::string::npos) {
+                setenv(word.substr(0, equals).c_str(), word.substr(equals + 1).c_str(), 1);
+            }
+        }
+    }
     int rank = 0;
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -3,7 +3,7 @@
 # Two ranks in two network namespaces, joined by two veth links, exchange halos over UCX TCP: the
 # data path between separate network stacks, and two rails (PMR_UCX_DEVICES) that both carry data.
 #
-#   usage: netns_ucx.sh <mpiexec> <test_ucx> <test_exchange>
+#   usage: netns_ucx.sh <mpiexec> <test_rails> <test_exchange>
 #
 # MPI's own bootstrap needs a path between the ranks too: PMIx 4 clients reach their server only by
 # TCP, on loopback by default, which a rank in another namespace cannot reach. So mpirun runs in
@@ -15,7 +15,7 @@
 set -u
 
 mpiexec=$1
-test_ucx=$2
+test_rails=$2
 test_exchange=$3
 
 skip() {
@@ -137,12 +137,12 @@ c1=$(counters)
 check_rails "one link" "$c0" "$c1" 1
 
 run "two rails over two links (PMR_UCX_DEVICES=pmr0,pmr1)" PMR_UCX_DEVICES=pmr0,pmr1 -- \
-    "$test_ucx" "[rails]"
+    "$test_rails" "[rails]"
 c2=$(counters)
 check_rails "two rails" "$c1" "$c2" 2
 
 run "two rails, sequence words put on each rail" PMR_UCX_DEVICES=pmr0,pmr1 PMR_UCX_SIGNAL=put -- \
-    "$test_ucx" "[rails]"
+    "$test_rails" "[rails]"
 c3=$(counters)
 check_rails "two rails, put signals" "$c2" "$c3" 2
 

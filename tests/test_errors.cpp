@@ -8,16 +8,55 @@
 #include <pmr/pmr.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using pmr_test::message_of;
 
 namespace {
 
-// Short deadline for the cases that must time out. Set before pmr reads its settings.
-const bool short_timeout = [] { return setenv("PMR_TIMEOUT", "2", 1) == 0; }();
+// Short deadline for the cases that must time out, and an early warning for a stuck set-up. Set
+// before pmr reads its settings.
+const bool short_timeout = [] {
+    return setenv("PMR_TIMEOUT", "2", 1) == 0 && setenv("PMR_WARN_AFTER", "0.5", 1) == 0;
+}();
+
+/// What `f` writes to stderr (file descriptor 2, where pmr warns).
+template <class F>
+std::string stderr_of(F&& f) {
+    std::fflush(stderr);
+    char path[] = "/tmp/pmr-stderr-XXXXXX";
+    const int file = mkstemp(path);
+    REQUIRE(file >= 0);
+    const int saved = dup(2);
+    dup2(file, 2);
+    try {
+        f();
+    } catch (...) {
+        std::fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        close(file);
+        unlink(path);
+        throw;
+    }
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::string text;
+    char buffer[4096];
+    lseek(file, 0, SEEK_SET);
+    for (ssize_t n; (n = read(file, buffer, sizeof buffer)) > 0;) {
+        text.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(file);
+    unlink(path);
+    return text;
+}
 
 struct Ranks {
     int me = 0;
@@ -135,4 +174,33 @@ TEST_CASE("a sender waits for a receiver that never calls init: Timeout", "[erro
         recv.wait();
         CHECK(recv.received_count() == 1000);
     }
+}
+
+TEST_CASE("a stuck set-up warns, naming both sides, then times out", "[errors]") {
+    Ranks r;
+    // Rank 1 gets the tags the wrong way round: its connection does not pair with rank 0's.
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 1, 0));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r.me == 0) {
+        std::string timeout;
+        const std::string warning =
+            stderr_of([&] { timeout = message_of<pmr::Timeout>([&] { c.establish(); }); });
+        INFO(warning);
+        CHECK(warning.find("pmr: warning: waited") != std::string::npos);
+        CHECK(warning.find("rank 0 -> peer 1 (send tag 1, recv tag 0") != std::string::npos);
+        // What the peer did create, as seen from here.
+        CHECK(warning.find("connection #0 with send tag 1, recv tag 0") != std::string::npos);
+        CHECK(warning.find("PMR_TIMEOUT") != std::string::npos);
+        CHECK(timeout.find("did not create its side") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Registered on its own with PMR_SPIN_US=x: the first pmr object reports it, catchably.
+TEST_CASE("malformed PMR_* variables are an ArgumentError of the first object", "[.][bad-env]") {
+    Ranks r;
+    auto message = message_of<pmr::ArgumentError>(
+        [&] { pmr::Connection self(pmr::Target(MPI_COMM_WORLD, r.me, 0, 0)); });
+    CHECK(message.find("PMR_SPIN_US='x'") != std::string::npos);
+    CHECK_THROWS_AS(pmr::Target(MPI_COMM_WORLD, r.peer, 0, 0), pmr::ArgumentError);
 }

@@ -7,61 +7,75 @@
 #include <pmr/pmr.hpp>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 namespace {
 std::atomic<long> mpi_calls{0};
-}
+thread_local long mpi_calls_here = 0; // by the calling thread
+} // namespace
 
 extern "C" {
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Isend(buf, count, type, dest, tag, comm, request);
 }
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Test(request, flag, status);
 }
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
                 MPI_Status* status) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Improbe(source, tag, comm, flag, message, status);
 }
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Mrecv(buf, count, type, message, status);
 }
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype type, int* count) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Get_count(status, type, count);
 }
 int MPI_Comm_get_attr(MPI_Comm comm, int key, void* value, int* flag) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Comm_get_attr(comm, key, value, flag);
 }
 int MPI_Comm_rank(MPI_Comm comm, int* rank) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Comm_rank(comm, rank);
 }
 int MPI_Comm_size(MPI_Comm comm, int* size) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Comm_size(comm, size);
 }
 int MPI_Initialized(int* flag) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Initialized(flag);
 }
 int MPI_Finalized(int* flag) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Finalized(flag);
 }
 int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Cart_rank(comm, coords, rank);
 }
 int MPI_Topo_test(MPI_Comm comm, int* status) {
     ++mpi_calls;
+    ++mpi_calls_here;
     return PMPI_Topo_test(comm, status);
 }
 }
@@ -110,9 +124,59 @@ TEST_CASE("init, post, wait and test never call MPI", "[mpi-free]") {
     round(); // the first round completes the set-up, which does use MPI
     const long setup_calls = mpi_calls.exchange(0);
     CHECK(setup_calls > 0); // the interception works
+    // Until every set-up message has left, waits may progress them (the documented exception):
+    // after the barrier nothing is in flight any more.
+    MPI_Barrier(MPI_COMM_WORLD);
+    round();
+    mpi_calls = 0;
 
     for (int i = 0; i < 500; ++i) {
         round();
     }
     CHECK(mpi_calls.load() == 0);
+}
+
+TEST_CASE("a worker thread's data path makes no MPI call while the main thread sets up",
+          "[mpi-free][threads]") {
+    // The contract under MPI_THREAD_FUNNELED: only the thread that makes the set-up calls calls
+    // MPI, also while set-up messages are in flight and another thread waits in the data path.
+    int rank = 0;
+    int size = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int peer = size == 2 ? 1 - rank : rank;
+    pmr::Connection busy(pmr::Target(MPI_COMM_WORLD, peer, 20, 20));
+    pmr::SendWindow<double> send(busy, 1000);
+    pmr::RecvWindow<double> recv(busy, 1000);
+    auto round = [&] {
+        recv.init();
+        send.init();
+        send.post();
+        recv.post();
+        send.wait();
+        recv.wait();
+    };
+    round(); // set up on the main thread
+    long worker_calls = -1;
+    std::thread worker([&] {
+        mpi_calls_here = 0;
+        for (int i = 0; i < 3000; ++i) {
+            round();
+        }
+        worker_calls = mpi_calls_here;
+    });
+    // Meanwhile: new connections and windows, whose set-up messages are in flight.
+    for (int k = 0; k < 20; ++k) {
+        pmr::Connection fresh(pmr::Target(MPI_COMM_WORLD, peer, 30 + k, 30 + k));
+        pmr::SendWindow<int> s(fresh, 100);
+        pmr::RecvWindow<int> r(fresh, 100);
+        r.init();
+        s.init();
+        s.post();
+        r.post();
+        s.wait();
+        r.wait();
+    }
+    worker.join();
+    CHECK(worker_calls == 0);
 }

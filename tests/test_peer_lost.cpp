@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
-// A peer that dies while we wait on it raises pmr::PeerLost within seconds instead of hanging.
-// Rank 1 kills itself after one round; rank 0 then waits on both of its windows. mpirun must be
-// told to keep rank 0 running (--mca orte_abort_on_non_zero_status 0); the verdict is printed.
+// A peer that dies or leaves while we wait on it raises pmr::PeerLost within seconds instead of
+// hanging: killed in the data path (default), killed during the set-up of a window (`setup`), or
+// gone into MPI_Finalize with its windows alive (`finalize`). mpirun must be told to keep rank 0
+// running (PMR_MPIEXEC_KEEP_GOING_FLAGS: Open MPI's --mca orte_abort_on_non_zero_status 0, MPICH's
+// -disable-auto-cleanup); the verdict is printed. With --exit, the dying rank ends with _exit(1)
+// instead of SIGKILL (MPICH ends all ranks when one dies by a signal).
 #include <pmr/pmr.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <unistd.h>
 
 namespace {
@@ -29,14 +34,18 @@ bool peer_lost_within(F&& wait, double limit_seconds, const char* what) {
     return false;
 }
 
-} // namespace
+bool exit_instead_of_signal = false; // --exit: for launchers that end all ranks on a signal
 
-int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const int peer = 1 - rank;
-    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, peer, 0, 0));
+[[noreturn]] void die() {
+    if (exit_instead_of_signal) {
+        _exit(1);
+    }
+    raise(SIGKILL);
+    _exit(1);
+}
+
+// The peer dies after one round; both waits of the next round end in PeerLost.
+bool killed_during_data_path(int rank, pmr::Connection& c) {
     pmr::SendWindow<char> send(c, 1 << 16); // larger than inline: a send needs the peer's init
     pmr::RecvWindow<char> recv(c, 1 << 16);
     recv.init();
@@ -47,7 +56,7 @@ int main(int argc, char** argv) {
     recv.wait();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-        raise(SIGKILL);
+        die();
     }
     bool ok = true;
     recv.init();
@@ -56,7 +65,78 @@ int main(int argc, char** argv) {
     ok &= peer_lost_within([&] { send.wait(); }, 5.0, "send.wait");
     recv.post();
     ok &= peer_lost_within([&] { recv.wait(); }, 5.0, "recv.wait");
+    return ok;
+}
+
+// The peer dies after the connection's handshake, before it creates its windows: the first use of
+// this side's window waits for a description that never comes, and must end in PeerLost.
+bool killed_during_setup(int rank, pmr::Connection& c) {
+    c.establish();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        die();
+    }
+    pmr::RecvWindow<char> recv(c, 100);
+    return peer_lost_within([&] { recv.init(); }, 5.0, "recv.init (set-up)");
+}
+
+// The peer calls MPI_Finalize with its windows alive, and waits there for this rank: the next
+// round's waits must end in PeerLost, not in a hang.
+bool finalized_with_live_windows(int rank, pmr::Connection& c) {
+    pmr::SendWindow<char> send(c, 1 << 16);
+    pmr::RecvWindow<char> recv(c, 1 << 16);
+    recv.init();
+    send.init();
+    send.post();
+    recv.post();
+    send.wait();
+    recv.wait();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        MPI_Finalize(); // with `send` and `recv` alive
+        std::printf("rank 1 finalized\n");
+        std::fflush(stdout);
+        _exit(0);
+    }
+    bool ok = true;
+    recv.init();
+    send.init();
+    send.post();
+    ok &= peer_lost_within([&] { send.wait(); }, 15.0, "send.wait (peer finalized)");
+    recv.post();
+    ok &= peer_lost_within([&] { recv.wait(); }, 15.0, "recv.wait (peer finalized)");
+    return ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const int peer = 1 - rank;
+    std::string mode = "data";
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--exit") == 0) {
+            exit_instead_of_signal = true;
+        } else {
+            mode = argv[i];
+        }
+    }
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, peer, 0, 0));
+    bool ok = false;
+    if (mode == "setup") {
+        ok = killed_during_setup(rank, c);
+    } else if (mode == "finalize") {
+        ok = finalized_with_live_windows(rank, c);
+    } else {
+        ok = killed_during_data_path(rank, c);
+    }
     std::printf(ok ? "peer-lost test passed\n" : "peer-lost test FAILED\n");
     std::fflush(stdout);
+    if (mode == "finalize") {
+        MPI_Finalize(); // the peer waits for this rank in its MPI_Finalize
+        return ok ? 0 : 1;
+    }
     _exit(ok ? 0 : 1); // MPI_Finalize could wait for the dead rank
 }

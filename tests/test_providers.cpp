@@ -5,7 +5,7 @@
 
 #include <pmr/pmr.hpp>
 
-#include "core/copy.hpp"
+#include "base/copy.hpp"
 
 #include <dirent.h>
 #include <string>

@@ -5,7 +5,7 @@
 // (src/providers/interface.hpp), hence pmr_internal.
 #include <benchmark/benchmark.h>
 
-#include "providers/providers.hpp"
+#include "providers/compiled.hpp"
 
 #include <variant>
 

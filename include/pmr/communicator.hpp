@@ -6,14 +6,26 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
 namespace pmr {
 
 class Target;
 
-/// Wraps an MPI communicator. Constructing with a grid creates a Cartesian communicator (collective
-/// over `comm`) that this object owns and frees; wrapping an existing communicator never frees it.
+namespace detail {
+struct CommunicatorRecord;
+} // namespace detail
+
+/// Wraps an MPI communicator for pmr. Both constructors are collective over `comm`: they learn
+/// once which ranks share a node (so that every connection made from this communicator knows its
+/// provider at construction and creates the resources of that provider only), and duplicate the
+/// communicator for pmr's set-up messages, so that they never meet the application's messages.
+/// Constructing with a grid creates a Cartesian communicator that this object owns; wrapping an
+/// existing communicator never frees it. The communicators pmr made live as long as this object or
+/// anything made from it (targets, connections, windows), whichever is last: a Communicator may go
+/// out of scope before the connections made from it are used. Ranks keep their order: rank() is
+/// the rank in `comm` unless `reorder` is set.
 ///
 /// Neighbour targets use tags `2 * dimension + (direction > 0)` for sending and the opposite for
 /// receiving, so the connection to the upper neighbour always pairs with the neighbour's connection
@@ -21,7 +33,8 @@ class Target;
 /// own rank (periodic dimension of size 1).
 class Communicator {
 public:
-    /// Wraps `comm`. If `comm` is Cartesian, its grid is used for neighbour().
+    /// Wraps `comm`. If `comm` is Cartesian, its grid is used for neighbour(). Collective over
+    /// `comm`.
     /// @throws BootstrapError if MPI is not initialised or `comm` is invalid.
     explicit Communicator(MPI_Comm comm);
 
@@ -39,6 +52,7 @@ public:
     Communicator& operator=(Communicator&& other) noexcept;
     ~Communicator();
 
+    /// The communicator (the Cartesian one if this object made a grid); null after a move.
     MPI_Comm get() const noexcept { return comm_; }
     operator MPI_Comm() const noexcept { return comm_; } // NOLINT(google-explicit-constructor)
     int rank() const noexcept { return rank_; }
@@ -63,12 +77,16 @@ public:
     /// the tags. `tag_offset` is added to both tags, to keep several exchanges on one grid apart.
     Target target(int dimension, int direction, int tag_offset = 0) const;
 
+    /// @cond internal
+    const std::shared_ptr<detail::CommunicatorRecord>& record() const noexcept { return record_; }
+    /// @endcond
+
 private:
     void read_grid();
     void check_dimension(int dimension) const;
 
     MPI_Comm comm_ = MPI_COMM_NULL;
-    bool owned_ = false;
+    std::shared_ptr<detail::CommunicatorRecord> record_;
     int rank_ = 0;
     int size_ = 0;
     std::vector<int> dims_;

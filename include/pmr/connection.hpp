@@ -23,9 +23,14 @@ class ConnectionState;
 /// which waits only until the peer has *constructed* the matching connection. Connections and
 /// windows can therefore be created in any order on different ranks.
 ///
-/// The transport is chosen once, when the handshake completes: `null` for MPI_PROC_NULL, `self` for
-/// the own rank, `shm` for a peer on the same node, a network provider otherwise. The environment
+/// The transport is chosen once, before any of its resources exist: `null` for MPI_PROC_NULL,
+/// `self` for the own rank, `shm` for a peer on the same node, a network provider otherwise. Where
+/// the peer's node is known at construction (targets of a pmr::Communicator, or a peer this process
+/// has met before), that happens in the constructor; otherwise at the handshake. The environment
 /// variable `PMR_PROVIDER=<name>` forces the provider of every inter-process connection.
+///
+/// A default-constructed Connection is empty (like a moved-from one): it can be assigned to, and
+/// every other use throws UsageError. That lets connections live in arrays.
 ///
 /// Threading: a connection and its windows are used by one thread at a time; different connections
 /// may be used from different threads. The data path never calls MPI, so any MPI thread level
@@ -33,6 +38,8 @@ class ConnectionState;
 /// several threads.
 class Connection {
 public:
+    /// An empty connection, to be assigned to.
+    Connection() noexcept;
     /// @throws ArgumentError, BootstrapError (see Target).
     explicit Connection(const Target& target);
     /// Forces `provider` for this connection; the peer must force the same one.
@@ -45,19 +52,26 @@ public:
     Connection& operator=(Connection&&) noexcept;
     ~Connection();
 
+    /// Whether this object holds a connection (false when default-constructed or moved from).
+    explicit operator bool() const noexcept { return state_ != nullptr; }
+
     /// Completes the handshake now; blocks until the peer has constructed its side.
     /// @throws Timeout, PeerLost, ProviderError, ArgumentError (peer disagrees on a forced
-    /// provider).
+    /// provider), UsageError (empty connection).
     void establish();
 
     /// Provider chosen for this connection (completes the handshake if needed).
     Provider provider();
     /// Number of rails (independent network paths) of this connection; 1 for local providers.
+    /// Completes the handshake if needed.
     std::size_t rails();
+    /// Description of rail `index` (< rails()). @throws ArgumentError for a bad index.
+    RailInfo rail(std::size_t index);
 
-    const Target& target() const noexcept;
-    /// Peer rank in target().comm().
-    int peer() const noexcept { return target().rank(); }
+    /// @throws UsageError for an empty connection.
+    const Target& target() const;
+    /// Peer rank in target().comm(). @throws UsageError for an empty connection.
+    int peer() const { return target().rank(); }
     /// "rank 0 -> peer 1 (send tag 1, recv tag 0, provider shm)", for messages and logs.
     std::string describe() const;
 
@@ -66,7 +80,7 @@ public:
     /// @endcond
 
 private:
-    const detail::ConnectionState& checked() const;
+    detail::ConnectionState& checked() const;
     std::shared_ptr<detail::ConnectionState> state_;
 };
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// @file provider.hpp
-/// Names of the transports pmr knows and which of them this build contains.
+/// The transports pmr knows, which of them this build contains, and what a connection's rails are.
 #pragma once
+
+#include <pmr/config.hpp>
 
 #include <optional>
 #include <string>
@@ -11,12 +13,17 @@
 namespace pmr {
 
 /// A transport. Which ones exist in a build is fixed at configure time (`PMR_WITH_<NAME>`); which
-/// one a connection uses is decided once, when the connection is established.
+/// one a connection uses is decided once, before any of its resources exist.
+///
+/// The enumerators are generated from the provider list of the build system (pmr/config.hpp):
+/// `null` (the peer is MPI_PROC_NULL: every operation is a no-op), `self` (the own process: one
+/// memcpy), `shm` (a peer on the same node: shared memory and cross-memory attach), `ucx` (UCX
+/// one-sided puts over any network UCX supports), and the providers added after them. Every
+/// enumerator exists in every build; is_compiled() tells which ones this build contains.
 enum class Provider : unsigned char {
-    null, ///< peer is MPI_PROC_NULL: every operation is a no-op
-    self, ///< peer is the own process: one memcpy
-    shm,  ///< peer on the same node: shared memory and cross-memory attach
-    ucx,  ///< UCX (UCP) one-sided puts, any network UCX supports
+#define PMR_PROVIDER_ENUMERATOR(name) name,
+    PMR_PROVIDER_LIST(PMR_PROVIDER_ENUMERATOR)
+#undef PMR_PROVIDER_ENUMERATOR
 };
 
 /// Lower-case name of a provider ("shm").
@@ -25,7 +32,8 @@ std::string_view to_string(Provider provider) noexcept;
 /// Provider of that name, or nothing if the name is unknown.
 std::optional<Provider> provider_from_string(std::string_view name) noexcept;
 
-/// Providers compiled into this build, in order of preference for inter-process connections.
+/// Providers compiled into this build: null and self first, then the others in order of
+/// preference for inter-process connections (providers that are only used when forced last).
 const std::vector<Provider>& compiled_providers() noexcept;
 
 /// Whether `provider` is compiled into this build.
@@ -33,5 +41,15 @@ bool is_compiled(Provider provider) noexcept;
 
 /// Comma-separated list of the compiled providers, for messages.
 std::string compiled_providers_string();
+
+/// One rail of a connection: an independent network path (a NIC, a port, a Tofu network
+/// interface) that SendWindow::post(ranges) can put pieces of a message on.
+struct RailInfo {
+    /// Device as the provider names it ("eth0", "mlx5_0:1", "tni2"); empty when the provider
+    /// chose the device itself.
+    std::string device;
+    /// Peak bandwidth of the rail in bytes per second, 0 if unknown.
+    double bandwidth = 0.0;
+};
 
 } // namespace pmr

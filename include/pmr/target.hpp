@@ -5,9 +5,16 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <memory>
+
 namespace pmr {
 
 class Communicator;
+
+namespace detail {
+struct CommunicatorRecord;
+} // namespace detail
 
 /// Names the peer of a Connection.
 ///
@@ -18,9 +25,12 @@ class Communicator;
 ///
 /// `MPI_PROC_NULL` as rank gives a null target: its connection and windows do nothing.
 ///
-/// pmr sends its set-up messages on `comm` with tags above `MPI_TAG_UB / 2`, so the user tags must
-/// be at most `MPI_TAG_UB / 2`, and the application should not receive with `MPI_ANY_TAG` on `comm`
-/// while pmr objects are being created or first used.
+/// Set-up messages: on a communicator wrapped by a pmr::Communicator, pmr sends them on a private
+/// duplicate of it, which it keeps as long as anything made from the communicator exists. On any
+/// other communicator it sends them on `comm` itself with tags above `MPI_TAG_UB / 2`: then the
+/// application should not receive with `MPI_ANY_TAG` on `comm` while pmr objects are being created
+/// or first used, and must not free `comm` before their first use. User tags are at most
+/// `MPI_TAG_UB / 2` in both cases.
 class Target {
 public:
     /// @throws ArgumentError if `rank` is neither `MPI_PROC_NULL` nor a rank of `comm`, or a tag is
@@ -29,6 +39,11 @@ public:
     Target(MPI_Comm comm, int rank, int send_tag, int recv_tag);
     /// Same, on the communicator wrapped by `comm`.
     Target(const Communicator& comm, int rank, int send_tag, int recv_tag);
+
+    /// A target for pmr's own objects (collectives, the neighbour exchange): its connections pair
+    /// only with other library targets, never with the application's, so they do not shift the
+    /// pairing of the application's connections and windows. Not for application code.
+    static Target library(const Communicator& comm, int rank, int send_tag, int recv_tag);
 
     MPI_Comm comm() const noexcept { return comm_; }
     /// Rank of the peer in comm() (or MPI_PROC_NULL).
@@ -39,6 +54,13 @@ public:
     int recv_tag() const noexcept { return recv_tag_; }
     bool is_null() const noexcept { return rank_ == MPI_PROC_NULL; }
     bool is_self() const noexcept { return rank_ == own_rank_; }
+    /// Whether this is a library target (see library()).
+    bool is_library() const noexcept { return library_; }
+
+    /// @cond internal
+    /// pmr's set-up state of comm() when it is wrapped by a pmr::Communicator, else null.
+    const std::shared_ptr<detail::CommunicatorRecord>& record() const noexcept { return record_; }
+    /// @endcond
 
 private:
     MPI_Comm comm_;
@@ -46,6 +68,8 @@ private:
     int own_rank_ = -1;
     int send_tag_;
     int recv_tag_;
+    bool library_ = false;
+    std::shared_ptr<detail::CommunicatorRecord> record_;
 };
 
 } // namespace pmr

@@ -11,33 +11,41 @@
 /// - Between `recv.init()` and the end of `recv.wait()` the receive buffer belongs to pmr: do not
 ///   read or write it. Before `init()` and after `wait()` it is yours.
 /// - Between `send.post()` and the end of `send.wait()` the send buffer must not be written.
+/// - `send.post()` never blocks: it does not wait for the receiver's `init()`. If the receiver has
+///   not granted its buffer yet, the transfer happens during a later `test()` or `wait()` of the
+///   sender. `recv.post()` only marks the transfer as expected; it moves no data.
 /// - `test()` is a non-blocking `wait()`: it returns true once the operation has completed, after
-///   which the window is back in its initial state.
+///   which the window is back in its initial state. pmr::wait_all() and pmr::test_all() do the same
+///   for several windows at once.
 /// - Calls out of this order throw UsageError. A window may be destroyed in any state; the peer's
 ///   pending operation then fails with PeerLost instead of hanging.
 ///
 /// Pairing: the k-th SendWindow created on a connection pairs with the k-th RecvWindow created on
 /// the peer's matching connection. The send window may be smaller than the receive window (the
-/// receiver learns the size from received_bytes()), never larger.
+/// receiver learns the size from received_bytes()), never larger. Both must hold elements of the
+/// same size unless one of them is a byte window (elements of 1 byte), which pairs with anything.
 ///
 /// Multi-rail: a connection may have several rails (independent network paths,
 /// Connection::rails()). `send.post({{0, a, 0}, {a, b, 1}})` sends the first a + b bytes, the first
 /// a over rail 0 and the next b over rail 1; the receiver sees one transfer of a + b bytes. See
 /// SendWindow::post(ranges).
 ///
-/// Windows hold their connection alive. Threading: see Connection.
+/// A default-constructed window is empty: it can be assigned to, and every other use throws
+/// UsageError. Windows hold their connection alive. Threading: see Connection.
 #pragma once
 
 #include <pmr/connection.hpp>
 #include <pmr/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace pmr {
 
@@ -51,19 +59,21 @@ struct RailRange {
 
 namespace detail {
 
-class WindowState;
-
 enum class Side : unsigned char { send, recv };
 
-/// Untyped window; SendWindow and RecvWindow are thin typed views of it.
+template <Side S>
+struct WindowState;
+
+/// The untyped window of one side: its state lives in the library (window.cpp).
+template <Side S>
 class WindowCore {
 public:
+    WindowCore() noexcept;
     /// Window over a user buffer of `bytes` bytes.
-    WindowCore(const Connection& connection, Side side, void* buffer, std::size_t bytes,
+    WindowCore(const Connection& connection, void* buffer, std::size_t bytes,
                std::size_t element_size);
     /// Window over `bytes` bytes of library-owned memory (see memory.hpp).
-    WindowCore(const Connection& connection, Side side, std::size_t bytes,
-               std::size_t element_size);
+    WindowCore(const Connection& connection, std::size_t bytes, std::size_t element_size);
     WindowCore(const WindowCore&) = delete;
     WindowCore& operator=(const WindowCore&) = delete;
     WindowCore(WindowCore&& other) noexcept;
@@ -71,7 +81,6 @@ public:
     ~WindowCore();
 
     void init();
-    void post();
     void post(std::size_t bytes);
     void post(const RailRange* ranges, std::size_t count);
     void wait();
@@ -82,16 +91,29 @@ public:
     bool owns_memory() const noexcept;
     std::size_t received_bytes() const;
     std::string describe() const;
+    WindowState<S>* state() const noexcept { return state_.get(); }
 
 private:
-    WindowState& checked() const;
+    WindowState<S>& checked() const;
 
-    std::unique_ptr<WindowState> state_;
+    std::unique_ptr<WindowState<S>> state_;
     std::byte* data_ = nullptr;
     std::size_t bytes_ = 0;
 };
 
+extern template class WindowCore<Side::send>;
+extern template class WindowCore<Side::recv>;
+
 std::size_t checked_bytes(std::size_t count, std::size_t element_size);
+
+/// One window of a wait_all()/test_all() call: exactly one of the two is set.
+struct Waitable {
+    WindowCore<Side::send>* send = nullptr;
+    WindowCore<Side::recv>* recv = nullptr;
+};
+
+void wait_all(const Waitable* windows, std::size_t count);
+bool test_all(const Waitable* windows, std::size_t count);
 
 template <class T, Side S>
 class TypedWindow {
@@ -104,24 +126,31 @@ public:
     using const_iterator = const T*;
     using size_type = std::size_t;
 
+    /// An empty window, to be assigned to.
+    TypedWindow() noexcept = default;
     /// Window over the user buffer [buffer, buffer + count). The buffer must outlive the window.
-    /// @throws ArgumentError for a null buffer with count > 0, SizeError for an absurd count.
+    /// @throws ArgumentError for a null buffer with count > 0, SizeError for an absurd count,
+    ///         UsageError for an empty connection.
     TypedWindow(const Connection& connection, T* buffer, std::size_t count)
-        : core_(connection, S, buffer, checked_bytes(count, sizeof(T)), sizeof(T)) {}
+        : core_(connection, buffer, checked_bytes(count, sizeof(T)), sizeof(T)) {}
     /// Window over `count` elements of library-owned, zero-filled memory.
     TypedWindow(const Connection& connection, std::size_t count)
-        : core_(connection, S, checked_bytes(count, sizeof(T)), sizeof(T)) {}
+        : core_(connection, checked_bytes(count, sizeof(T)), sizeof(T)) {}
+
+    /// Whether this object holds a window (false when default-constructed or moved from).
+    explicit operator bool() const noexcept { return core_.state() != nullptr; }
 
     /// Starts a round. Receiver: grants the sender the right to write the buffer.
     /// @throws UsageError if the previous round has not completed; Timeout, PeerLost, SizeError,
     ///         ProviderError when the first use completes the set-up.
     void init() { core_.init(); }
-    /// Sender: transfers the whole window. Receiver: marks the transfer as expected.
-    /// @throws UsageError if init() was not called.
-    void post() { core_.post(); }
+    /// Sender: starts the transfer of the whole window; never blocks. Receiver: marks the transfer
+    /// as expected. @throws UsageError if init() was not called.
+    void post() { core_.post(core_.bytes()); }
     /// Wait for completion. @throws UsageError if post() was not called; Timeout, PeerLost.
     void wait() { core_.wait(); }
-    /// Non-blocking wait(): true once complete. @throws as wait().
+    /// Non-blocking wait(): true once complete. @throws as wait(); Timeout once PMR_TIMEOUT has
+    /// passed without progress.
     bool test() { return core_.test(); }
 
     T* data() noexcept { return reinterpret_cast<T*>(core_.data()); }
@@ -160,9 +189,39 @@ public:
     /// "send window #0 (4096 B) on rank 0 -> peer 1 (...)", for messages.
     std::string describe() const { return core_.describe(); }
 
+    /// @cond internal
+    WindowCore<S>& core() noexcept { return core_; }
+    /// @endcond
+
 protected:
-    WindowCore core_; // NOLINT(misc-non-private-member-variables-in-classes)
+    WindowCore<S> core_; // NOLINT(misc-non-private-member-variables-in-classes)
 };
+
+template <class W>
+Waitable waitable(W& window) {
+    Waitable w;
+    if constexpr (std::is_same_v<std::decay_t<decltype(window.core())>, WindowCore<Side::send>>) {
+        w.send = &window.core();
+    } else {
+        w.recv = &window.core();
+    }
+    return w;
+}
+
+/// Calls `f(list, count)` with the Waitables of [first, last): on the stack for up to 64 windows,
+/// so that the halo exchanges of real codes allocate nothing.
+template <class Iterator, class F>
+auto with_waitables(Iterator first, Iterator last, F&& f) {
+    constexpr std::size_t on_stack = 64;
+    const auto count = static_cast<std::size_t>(std::distance(first, last));
+    std::array<Waitable, on_stack> small{};
+    std::vector<Waitable> large(count > on_stack ? count : 0);
+    Waitable* list = count > on_stack ? large.data() : small.data();
+    for (std::size_t i = 0; first != last; ++first, ++i) {
+        list[i] = waitable(*first);
+    }
+    return f(list, count);
+}
 
 } // namespace detail
 
@@ -184,8 +243,7 @@ public:
     /// sees one transfer of n bytes. With one rail (self, shm, single-rail ucx) every piece names
     /// rail 0 and the call equals post(n).
     /// @throws ArgumentError if the pieces do not tile a prefix of the window in order or name a
-    /// rail
-    ///         >= Connection::rails(); SizeError and UsageError as post(bytes).
+    ///         rail >= Connection::rails(); SizeError and UsageError as post(bytes).
     void post(const RailRange* ranges, std::size_t count) { this->core_.post(ranges, count); }
     /// Same, e.g. `send.post({{0, half, 0}, {half, rest, 1}})`.
     void post(std::initializer_list<RailRange> ranges) { post(ranges.begin(), ranges.size()); }
@@ -203,5 +261,42 @@ public:
     /// Whole elements delivered by the last completed transfer.
     std::size_t received_count() const { return received_bytes() / sizeof(T); }
 };
+
+/// Waits until the posted operations of all `windows` (send and receive windows of any element
+/// type) have completed, with one backoff and one PMR_TIMEOUT deadline for all of them; each
+/// window is then back in its initial state, as after its own wait(). Every window must be
+/// posted. On an exception the windows that completed are idle and the others still posted.
+/// @throws UsageError if a window is not posted or empty; Timeout, PeerLost as wait().
+template <class... Windows>
+void wait_all(Windows&... windows) {
+    const detail::Waitable list[] = {detail::waitable(windows)...};
+    detail::wait_all(list, sizeof...(Windows));
+}
+
+/// wait_all() over a range of windows of one type, e.g. a std::vector<pmr::RecvWindow<double>>.
+template <class Iterator>
+void wait_all(Iterator first, Iterator last) {
+    detail::with_waitables(first, last, [](const detail::Waitable* list, std::size_t count) {
+        detail::wait_all(list, count);
+        return true;
+    });
+}
+
+/// Non-blocking wait_all(): true once every window's operation has completed, and then all of
+/// them are back in their initial state; false leaves every window posted (none is completed on
+/// its own). @throws as wait_all(); Timeout once PMR_TIMEOUT has passed without completion.
+template <class... Windows>
+bool test_all(Windows&... windows) {
+    const detail::Waitable list[] = {detail::waitable(windows)...};
+    return detail::test_all(list, sizeof...(Windows));
+}
+
+/// test_all() over a range of windows of one type.
+template <class Iterator>
+bool test_all(Iterator first, Iterator last) {
+    return detail::with_waitables(first, last, [](const detail::Waitable* list, std::size_t count) {
+        return detail::test_all(list, count);
+    });
+}
 
 } // namespace pmr

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include "base/environment.hpp"
+#include "base/error.hpp"
 #include "bootstrap/mailbox.hpp"
-#include "core/error.hpp"
 
 #include <pmr/communicator.hpp>
 #include <pmr/target.hpp>
@@ -13,6 +14,7 @@ namespace pmr {
 namespace {
 
 void require_mpi(const char* where) {
+    (void)detail::settings(); // malformed PMR_* variables are reported by the first pmr object
     if (!detail::bootstrap::mpi_active()) {
         detail::raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
                                       "Create pmr objects between MPI_Init and MPI_Finalize.");
@@ -27,6 +29,7 @@ Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
         detail::raise<ArgumentError>("the communicator is MPI_COMM_NULL", "Communicator");
     }
     read_grid();
+    record_ = detail::CommunicatorRecord::create(comm_, false);
 }
 
 Communicator::Communicator(MPI_Comm comm, std::vector<int> dims, std::vector<bool> periodic,
@@ -81,20 +84,24 @@ Communicator::Communicator(MPI_Comm comm, std::vector<int> dims, std::vector<boo
         MPI_SUCCESS) {
         detail::raise<BootstrapError>("MPI_Cart_create failed", "Communicator");
     }
-    owned_ = true;
-    read_grid();
+    try {
+        read_grid();
+        record_ = detail::CommunicatorRecord::create(comm_, true);
+    } catch (...) {
+        MPI_Comm_free(&comm_);
+        throw;
+    }
 }
 
 Communicator::Communicator(Communicator&& other) noexcept
-    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), owned_(std::exchange(other.owned_, false)),
+    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), record_(std::move(other.record_)),
       rank_(other.rank_), size_(other.size_), dims_(std::move(other.dims_)),
       periodic_(std::move(other.periodic_)), coords_(std::move(other.coords_)) {}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
     if (this != &other) {
-        Communicator old(std::move(*this));
         comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
-        owned_ = std::exchange(other.owned_, false);
+        record_ = std::move(other.record_);
         rank_ = other.rank_;
         size_ = other.size_;
         dims_ = std::move(other.dims_);
@@ -104,11 +111,8 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
     return *this;
 }
 
-Communicator::~Communicator() {
-    if (owned_ && comm_ != MPI_COMM_NULL && detail::bootstrap::mpi_active()) {
-        MPI_Comm_free(&comm_);
-    }
-}
+// The record frees the communicators pmr made once nothing uses them any more.
+Communicator::~Communicator() = default;
 
 void Communicator::read_grid() {
     MPI_Comm_rank(comm_, &rank_);
@@ -128,6 +132,9 @@ void Communicator::read_grid() {
 }
 
 void Communicator::check_dimension(int dimension) const {
+    if (comm_ == MPI_COMM_NULL) {
+        detail::raise<UsageError>("use of a moved-from Communicator", "Communicator");
+    }
     if (dims_.empty()) {
         detail::raise<UsageError>("the communicator has no Cartesian grid",
                                   "Communicator rank " + std::to_string(rank_),
@@ -184,7 +191,7 @@ Target Communicator::target(int dimension, int direction, int tag_offset) const 
     int peer = neighbor(dimension, direction);
     const int up = 2 * dimension + 1 + tag_offset;
     const int down = 2 * dimension + tag_offset;
-    return direction > 0 ? Target(comm_, peer, up, down) : Target(comm_, peer, down, up);
+    return direction > 0 ? Target(*this, peer, up, down) : Target(*this, peer, down, up);
 }
 
 } // namespace pmr

@@ -6,46 +6,119 @@
 // use of the object. Constructors therefore never block, and first uses wait only for the peer's
 // constructors -- which is why objects can be created in any order on different ranks.
 //
-// Messages travel on the user's communicator with tags above MPI_TAG_UB / 2 (user tag + offset)
-// and carry a header (connection ordinal, kind, window index), so any number of connections with
-// the same target and any number of windows are kept apart without relying on message order.
+// Messages travel on a private duplicate of a communicator wrapped by pmr::Communicator, or on the
+// user's communicator with tags above MPI_TAG_UB / 2 (user tag + offset). Each carries a header
+// (library or application space, connection ordinal, kind, window index, the sender's receive
+// tag), so any number of connections with the same target and any number of windows are kept
+// apart without relying on message order. Every header is checked: a message on pmr's tags that
+// is not pmr's, a duplicate, or one for a connection that no longer exists never passes silently.
 #pragma once
 
-#include "core/blob.hpp"
+#include "base/blob.hpp"
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <sys/types.h>
+#include <vector>
 
 namespace pmr {
 class Target;
 }
 
-namespace pmr::detail::bootstrap {
+namespace pmr::detail {
 
-enum class Kind : std::uint32_t { hello = 1, send_window = 2, recv_window = 3 };
+/// What is known of a peer process: its pid and its node (see base/node.hpp).
+struct PeerRecord {
+    std::int32_t pid = 0;
+    std::uint64_t node_key = 0;
+    std::string node; ///< empty when only the key is known (node maps exchange keys only)
+};
+
+/// pmr's set-up state of a communicator wrapped by pmr::Communicator, shared by the Communicator
+/// and everything made from it, and released with the last of them.
+struct CommunicatorRecord {
+    MPI_Comm comm = MPI_COMM_NULL;  ///< the communicator the application sees
+    bool owns_comm = false;         ///< a Cartesian communicator pmr made
+    MPI_Comm setup = MPI_COMM_NULL; ///< private duplicate, for set-up messages only
+    std::vector<PeerRecord> peers;  ///< by rank: who runs where
+
+    /// Duplicates `comm` and learns the node of every rank. Collective over `comm`.
+    /// @throws BootstrapError if MPI fails.
+    static std::shared_ptr<CommunicatorRecord> create(MPI_Comm comm, bool owns_comm);
+
+    CommunicatorRecord() = default;
+    CommunicatorRecord(const CommunicatorRecord&) = delete;
+    CommunicatorRecord& operator=(const CommunicatorRecord&) = delete;
+    /// Frees the communicators pmr made, if MPI is still active.
+    ~CommunicatorRecord();
+};
+
+namespace bootstrap {
+
+enum class Kind : std::uint32_t {
+    hello = 1,          ///< a connection: who this side is, which provider it chose
+    send_window = 2,    ///< a send window's description
+    recv_window = 3,    ///< a receive window's description
+    provider_hello = 4, ///< the provider's hello, when the provider was chosen at the handshake
+};
+
+/// How a receive() waits: where (for messages), the peer process to watch if on this node, and
+/// what else to progress while waiting.
+struct WaitContext {
+    const std::string* where = nullptr;
+    pid_t watch = 0; ///< > 0: a process on this node whose exit ends the wait with PeerLost
+    /// Called on every fruitless poll: the core answers the hellos of its other connections, so
+    /// that a peer waiting for them (in any order of first uses) is never stuck behind this wait.
+    void (*progress)() noexcept = nullptr;
+};
 
 /// The set-up messages of one connection.
-class Channel {
+class SetupLink {
 public:
     /// Assigns the connection its ordinal among connections with the same target.
-    explicit Channel(const Target& target);
+    /// @throws UsageError if the target's communicator has been freed.
+    explicit SetupLink(const Target& target);
+    SetupLink(const SetupLink&) = delete;
+    SetupLink& operator=(const SetupLink&) = delete;
+    /// Forgets this connection's messages: those that arrived and those still to come.
+    ~SetupLink();
 
     /// Sends `payload` to the peer; never blocks.
-    /// @throws BootstrapError if MPI fails.
+    /// @throws BootstrapError if MPI fails, UsageError if the communicator was freed.
     void send(Kind kind, std::uint32_t index, const Blob& payload);
 
-    /// The peer's message of `kind` and `index`, waiting for it with backoff.
-    /// @throws Timeout after PMR_TIMEOUT, naming `where`.
-    Blob receive(Kind kind, std::uint32_t index, const std::string& where);
+    /// The peer's message of `kind` and `index`, waiting for it with backoff. After PMR_WARN_AFTER
+    /// seconds (default 10) it warns once on stderr, naming this side and what the peer has
+    /// created so far.
+    /// @throws Timeout after PMR_TIMEOUT, PeerLost if the watched process exits, BootstrapError
+    ///         for a malformed message or a failing MPI.
+    Blob receive(Kind kind, std::uint32_t index, const WaitContext& context);
+
+    /// The message if it has arrived; never waits.
+    std::optional<Blob> try_receive(Kind kind, std::uint32_t index);
+
+    /// What pmr knows of the peer without asking it: the communicator's node map, an earlier
+    /// handshake with the same process (on any communicator), or the launcher's word that every
+    /// rank of MPI_COMM_WORLD runs on this node (then the pid is 0: unknown).
+    std::optional<PeerRecord> known_peer() const;
+    /// Remembers what the peer's hello said, for later connections to the same process.
+    void learn(const PeerRecord& peer) const;
 
 private:
-    MPI_Comm comm_;
+    void check_alive() const;
+
+    MPI_Comm comm_;            ///< where set-up messages travel
     std::uint64_t generation_; ///< identifies comm_ for as long as it exists
+    std::shared_ptr<CommunicatorRecord> record_;
     int peer_;
-    int send_tag_;
+    int own_rank_;
+    int send_tag_; ///< the application's tags
     int recv_tag_;
+    std::uint32_t space_;
     std::uint32_t ordinal_;
 };
 
@@ -53,12 +126,22 @@ private:
 /// none. The waits of the data path call it on their slow path (every few milliseconds of waiting):
 /// a peer may be waiting for such a message (its window's first init) while this process waits
 /// for that peer in the data path, and some MPI transports only deliver while the sender calls MPI
-/// (e.g. a TCP connection opened lazily). Never throws; errors surface in the set-up calls.
+/// (e.g. a TCP connection opened lazily). It calls MPI only on the thread that last made set-up
+/// calls, and only while its set-up messages are in flight; other threads never call MPI from the
+/// data path. Never throws; errors surface in the set-up calls.
 void progress_sends() noexcept;
+
+/// Calls `hook` at the start of MPI_Finalize (through an attribute of MPI_COMM_SELF, whose delete
+/// callbacks MPI runs first), once, however often this is called. The core ends every live window
+/// there, so that a peer waiting on one learns it instead of waiting for a process that is gone
+/// into MPI_Finalize.
+/// @throws BootstrapError if MPI fails.
+void at_finalize(void (*hook)() noexcept);
 
 /// Largest user tag pmr accepts (MPI_TAG_UB / 2).
 int max_user_tag();
 /// Whether MPI is initialised and not finalised.
 bool mpi_active() noexcept;
 
-} // namespace pmr::detail::bootstrap
+} // namespace bootstrap
+} // namespace pmr::detail

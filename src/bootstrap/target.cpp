@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include "base/environment.hpp"
+#include "base/error.hpp"
 #include "bootstrap/mailbox.hpp"
-#include "core/error.hpp"
 
 #include <pmr/communicator.hpp>
 #include <pmr/target.hpp>
@@ -14,6 +15,9 @@ Target::Target(MPI_Comm comm, int rank, int send_tag, int recv_tag)
     const std::string where = "Target(rank " + std::to_string(rank) + ", send tag " +
                               std::to_string(send_tag) + ", recv tag " + std::to_string(recv_tag) +
                               ")";
+    // Malformed PMR_* variables are reported here, by the first pmr object, not later inside a
+    // data-path call that cannot throw.
+    (void)detail::settings();
     if (!detail::bootstrap::mpi_active()) {
         detail::raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
                                       "Create pmr objects between MPI_Init and MPI_Finalize.");
@@ -41,6 +45,14 @@ Target::Target(MPI_Comm comm, int rank, int send_tag, int recv_tag)
 }
 
 Target::Target(const Communicator& comm, int rank, int send_tag, int recv_tag)
-    : Target(comm.get(), rank, send_tag, recv_tag) {}
+    : Target(comm.get(), rank, send_tag, recv_tag) {
+    record_ = comm.record();
+}
+
+Target Target::library(const Communicator& comm, int rank, int send_tag, int recv_tag) {
+    Target target(comm, rank, send_tag, recv_tag);
+    target.library_ = true;
+    return target;
+}
 
 } // namespace pmr

@@ -1,35 +1,86 @@
 // SPDX-License-Identifier: MIT
-// The state behind pmr::Connection and the windows: set-up, provider selection, state machine.
+// The state behind pmr::Connection and the windows: provider selection, set-up, state machine.
 #pragma once
 
+#include "base/environment.hpp"
 #include "bootstrap/mailbox.hpp"
-#include "providers/providers.hpp"
+#include "providers/compiled.hpp"
 
 #include <pmr/connection.hpp>
 #include <pmr/window.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace pmr::detail {
 
+/// Bit p is set for every compiled provider p (by enumerator value).
+std::uint32_t compiled_mask() noexcept;
+
+/// The provider for a connection to another process, among the providers in `mask`: the one of
+/// highest preference (> 0) that reaches `peer`. Nothing if none does.
+std::optional<Provider> choose_provider(const PeerInfo& peer, std::uint32_t mask);
+
+/// The provider forced by PMR_PROVIDER for connections to other processes, if any.
+/// @throws ArgumentError for an unknown, uncompiled or unsuitable name.
+std::optional<Provider> provider_from_environment(const std::string& where);
+
+/// answer_hello() for every connection of this process still waiting for its provider; the
+/// progress function of every set-up wait.
+void answer_hellos() noexcept;
+
+/// What a connection's hello says.
+struct Hello {
+    std::int32_t pid = 0;
+    std::string node;
+    std::uint32_t mask = 0; ///< the peer's compiled providers
+    bool forced = false;
+    std::optional<Provider> choice; ///< nothing: the peer decides at its handshake
+    Blob provider_hello;
+};
+
+/// Reads and checks a hello. @throws ProviderError (naming `where`) for a malformed one.
+Hello parse_hello(const Blob& message, const std::string& where);
+
+/// What a window's description says.
+struct WindowDescription {
+    std::uint64_t bytes = 0;
+    std::uint64_t element_size = 0;
+    std::uint8_t provider = 0;
+    Blob provider_part;
+};
+
+/// Reads and checks a window's description. @throws ProviderError for a malformed one.
+WindowDescription parse_window_description(const Blob& message, const std::string& where);
+
+template <Side S>
+using NativeWindow =
+    std::conditional_t<S == Side::send, Compiled::SendWindow, Compiled::RecvWindow>;
+
 class ConnectionState {
 public:
-    ConnectionState(const Target& target, std::optional<Provider> forced);
+    ConnectionState(Target target, std::optional<Provider> forced);
     ConnectionState(const ConnectionState&) = delete;
     ConnectionState& operator=(const ConnectionState&) = delete;
-    ~ConnectionState() = default;
+    ~ConnectionState();
 
     /// Completes the handshake (blocks until the peer constructed its side); idempotent.
     void establish();
     bool established() const noexcept { return established_; }
+    /// Whether the provider is known (before the handshake, when the peer's node is known).
+    bool decided() const noexcept { return decided_; }
     Provider provider() const noexcept { return provider_; }
-    const std::vector<Provider>& candidates() const noexcept { return offer_.candidates; }
-    bool needs_handshake() const noexcept { return handshake_; }
+    bool needs_handshake() const noexcept { return link_ != nullptr; }
     std::size_t rails();
+    RailInfo rail(std::size_t index);
     bool peer_alive();
 
     const Target& target() const noexcept { return target_; }
@@ -37,77 +88,114 @@ public:
     std::uint32_t next_window_index(Side side) noexcept {
         return side == Side::send ? send_windows_++ : recv_windows_++;
     }
-    bootstrap::Channel& channel() { return *channel_; }
+    bootstrap::SetupLink& link() { return *link_; }
     Compiled::Connection& native() noexcept { return native_; }
+    /// A process on this node to watch while waiting for set-up messages (0: none known).
+    pid_t watch_pid() const noexcept;
+
+    /// Creates the provider window of `window` now if the provider is known, or when it is.
+    template <Side S>
+    void attach(WindowState<S>* window) {
+        std::lock_guard<std::recursive_mutex> lock(setup_mutex_);
+        if (decided_) {
+            window->materialize();
+        } else if constexpr (S == Side::send) {
+            pending_sends_.push_back(window);
+        } else {
+            pending_recvs_.push_back(window);
+        }
+    }
+    void forget(WindowState<Side::send>* window) noexcept;
+    void forget(WindowState<Side::recv>* window) noexcept;
+
+    /// Answers the peer's hello if it has arrived and the provider is not decided yet: decides,
+    /// sends the provider's hello and the descriptions of the windows created so far, so that the
+    /// peer's first use never waits for this side's first use. Called from every set-up wait of
+    /// this process (answer_hellos()). Never throws: a failure is kept for the connection's own
+    /// first use. Returns true once nothing is left to answer.
+    bool answer_hello() noexcept;
 
 private:
+    void decide(Provider provider, const std::string& where);
+    /// What the peer's hello said; on an undecided connection, decides and answers.
+    void take_hello(const Blob& message);
     void complete_handshake();
 
     Target target_;
-    bool handshake_ = true;
+    std::optional<Provider> forced_;
+    bool decided_ = false;
     bool established_ = false;
     Provider provider_ = Provider::null;
-    Offer offer_; // after the fields describe() reads: it is made with describe() in the message
-    std::optional<bootstrap::Channel> channel_;
+    std::optional<PeerInfo> peer_;
+    std::unique_ptr<bootstrap::SetupLink> link_;
+    Compiled::Local local_;
     Compiled::Connection native_;
     std::uint32_t send_windows_ = 0;
     std::uint32_t recv_windows_ = 0;
+    std::vector<WindowState<Side::send>*> pending_sends_;
+    std::vector<WindowState<Side::recv>*> pending_recvs_;
     std::exception_ptr setup_error_; ///< a failed handshake is final: later calls rethrow it
+    // Set-up may be progressed from another connection's wait (answer_hello): the mutex keeps a
+    // connection's set-up state consistent when that happens on another thread.
+    std::recursive_mutex setup_mutex_;
+    bool hello_taken_ = false;
+    std::uint32_t peer_mask_ = 0;
+    bool peer_forced_ = false;
+    std::optional<Provider> peer_choice_;
+    Blob peer_provider_hello_;
 };
 
 /// Releases library-owned window memory; null for user buffers.
 using ReleaseMemory = void (*)(void*) noexcept;
 
-class WindowState {
-public:
-    WindowState(std::shared_ptr<ConnectionState> connection, Side side, std::byte* buffer,
-                std::size_t bytes, ReleaseMemory release, std::size_t element_size);
+template <Side S>
+struct WindowState {
+    enum class Phase : std::uint8_t { idle, initialized, posted };
+
+    WindowState(std::shared_ptr<ConnectionState> connection, std::byte* buffer, std::size_t bytes,
+                ReleaseMemory release, std::size_t element_size);
     WindowState(const WindowState&) = delete;
     WindowState& operator=(const WindowState&) = delete;
     ~WindowState();
 
-    void init();
-    void post(std::size_t bytes);
-    void post(const RailRange* ranges, std::size_t count);
-    bool test();
-    void wait();
-    std::size_t received_bytes() const;
-    std::string describe() const;
-    bool owned() const noexcept { return owned_; }
-
-private:
-    enum class Phase : std::uint8_t { idle, initialized, posted };
-
+    /// Creates the provider window and sends its description (once the provider is known).
+    void materialize();
+    /// Completes the set-up at the first use: the handshake and the peer's description.
     void activate();
-    void check_post_size(std::size_t bytes) const;
-    template <class F, class R>
-    R on_native(F&& f, R otherwise);
     bool poll();
     /// When the peer's window or process is gone: true if the operation completed anyway (a last
     /// poll), else throws PeerLost. False while the peer is there.
     bool completed_despite_peer_loss();
+    /// The slow path of a test() that found nothing: peer loss and PMR_TIMEOUT, every few thousand
+    /// calls. True if the operation completed despite a peer loss.
+    bool stalled_test();
+    void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
+    void check_post_size(std::size_t bytes) const;
+    /// SendWindow::post(ranges) after the state check.
+    void post_ranges(const RailRange* ranges, std::size_t count);
+    std::string describe() const;
 
-    std::shared_ptr<ConnectionState> connection_;
-    Side side_;
-    Phase phase_ = Phase::idle;
-    bool active_ = false;
-    bool completed_once_ = false;
-    std::uint32_t stalled_tests_ = 0;
-    std::exception_ptr setup_error_; ///< a failed set-up is final: later calls rethrow it
-    std::uint32_t index_;
-    std::byte* buffer_;
-    std::size_t bytes_;
-    std::size_t element_size_;
-    std::size_t peer_bytes_ = 0; ///< size of the peer's matching window
-    bool owned_;
-    ReleaseMemory release_;
-    std::size_t rails_ = 1; ///< of the connection, known once active
-    std::string where_;
-    std::vector<Compiled::SendWindow> send_candidates_;
-    std::vector<Compiled::RecvWindow> recv_candidates_;
-    Compiled::SendWindow send_;
-    Compiled::RecvWindow recv_;
+    std::shared_ptr<ConnectionState> connection;
+    Phase phase = Phase::idle;
+    bool finalized = false;          ///< MPI_Finalize ended the provider window
+    bool checks = settings().checks; ///< PMR_CHECKS, read once
+    std::atomic<bool> busy{false};   ///< in a call (tracked with PMR_CHECKS)
+    bool active = false;
+    bool completed_once = false;
+    std::uint32_t stalled_tests = 0;
+    std::chrono::steady_clock::time_point stalled_since{};
+    std::exception_ptr setup_error; ///< a failed set-up is final: later calls rethrow it
+    std::uint32_t index;
+    std::byte* buffer;
+    std::size_t bytes;
+    std::size_t element_size;
+    std::size_t peer_bytes = 0; ///< size of the peer's matching window
+    bool owned;
+    ReleaseMemory release;
+    std::size_t rails = 1; ///< of the connection, known once active
+    std::string where;
+    NativeWindow<S> native;
 };
 
 } // namespace pmr::detail

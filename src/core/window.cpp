@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Windows: construction sends the description, the first init() completes the set-up, and from then
-// on init/post/test/wait are a state check plus one switch into the provider.
-#include "core/backoff.hpp"
-#include "core/error.hpp"
-#include "core/shared_memory.hpp"
+// Windows: construction sends the description (or, if the connection's provider is not decided
+// yet, the connection does when it is), the first init() completes the set-up, and from then on
+// init/post/test/wait are a state check plus one switch into the provider.
+#include "base/backoff.hpp"
+#include "base/error.hpp"
+#include "base/shared_memory.hpp"
 #include "core/state.hpp"
 
 #include <pmr/memory.hpp>
 
+#include <algorithm>
 #include <exception>
+#include <limits>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -23,32 +27,15 @@ std::string bytes_text(std::size_t bytes) {
     return std::to_string(bytes) + " B";
 }
 
-// Provider held by a candidate window (monostate: none).
-template <class Variant>
-std::optional<Provider> provider_of(const Variant& window) {
-    return std::visit(
-        [](const auto& w) -> std::optional<Provider> {
-            constexpr int id = Compiled::id_of<std::decay_t<decltype(w)>>();
-            if constexpr (id < 0) {
-                return std::nullopt;
-            } else {
-                return static_cast<Provider>(id);
-            }
-        },
-        window);
-}
+template <Side S>
+constexpr bool is_send = S == Side::send;
 
-// Tells a candidate window that lost the choice of provider that no peer will ever use it.
-template <class Variant>
-void discard(Variant& window) noexcept {
-    std::visit(
-        [](auto& w) {
-            if constexpr (check::has_discard<std::decay_t<decltype(w)>>::value) {
-                w.discard();
-            }
-        },
-        window);
-}
+template <Side S>
+constexpr bootstrap::Kind own_kind =
+    is_send<S> ? bootstrap::Kind::send_window : bootstrap::Kind::recv_window;
+template <Side S>
+constexpr bootstrap::Kind peer_kind =
+    is_send<S> ? bootstrap::Kind::recv_window : bootstrap::Kind::send_window;
 
 template <class P>
 void release_provider_memory(void* pointer) noexcept {
@@ -61,16 +48,16 @@ struct OwnedMemory {
     ReleaseMemory release = &deallocate_bytes;
 };
 
-// Library-owned memory comes from the provider's allocator when the connection can use only that
-// provider (UCX memory that a peer on the node maps by ucp_rkey_ptr), and from pmr::allocate
+// Library-owned memory comes from the provider's allocator when the connection's provider is known
+// and has one (UCX memory that a peer on the node maps by ucp_rkey_ptr), and from pmr::allocate
 // otherwise, which every provider reaches by its fastest path.
 OwnedMemory allocate_owned(const ConnectionState& connection, std::size_t bytes) {
     OwnedMemory memory;
     if (bytes == 0) {
         return memory;
     }
-    if (connection.candidates().size() == 1) {
-        Compiled::dispatch(connection.candidates().front(), [&](auto provider) {
+    if (connection.decided()) {
+        Compiled::dispatch(connection.provider(), [&](auto provider) {
             using P = decltype(provider);
             if constexpr (check::has_allocator<P>::value) {
                 memory.data = static_cast<std::byte*>(P::allocate(bytes, connection.describe()));
@@ -90,7 +77,130 @@ OwnedMemory allocate_owned(const ConnectionState& connection, std::size_t bytes)
     return memory;
 }
 
+template <class Native>
+bool poll_native(Native& native) {
+    return std::visit(
+        [](auto& w) {
+            if constexpr (is_empty_alternative<decltype(w)>) {
+                return true;
+            } else {
+                return w.test();
+            }
+        },
+        native);
+}
+
+// Every live window, so that MPI_Finalize can end them (see bootstrap::at_finalize).
+struct LiveWindows {
+    std::mutex mutex;
+    std::vector<WindowState<Side::send>*> sends;
+    std::vector<WindowState<Side::recv>*> recvs;
+};
+
+LiveWindows& live_windows() {
+    static auto* live = new LiveWindows(); // never destroyed: windows may outlive statics
+    return *live;
+}
+
+template <class W>
+void erase_one(std::vector<W*>& list, W* item) noexcept {
+    list.erase(std::remove(list.begin(), list.end(), item), list.end());
+}
+
+// At MPI_Finalize: every provider window ends as if destroyed, so that peers still waiting on one
+// get PeerLost instead of waiting for a process that waits for them in MPI_Finalize.
+void end_windows_at_finalize() noexcept {
+    auto& live = live_windows();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    auto end = [](auto* window) {
+        window->native = std::monostate{};
+        window->finalized = true;
+    };
+    std::for_each(live.sends.begin(), live.sends.end(), end);
+    std::for_each(live.recvs.begin(), live.recvs.end(), end);
+}
+
+template <Side S>
+void track(WindowState<S>* window) {
+    auto& live = live_windows();
+    {
+        std::lock_guard<std::mutex> lock(live.mutex);
+        if constexpr (is_send<S>) {
+            live.sends.push_back(window);
+        } else {
+            live.recvs.push_back(window);
+        }
+    }
+    static const bool hooked = [] {
+        bootstrap::at_finalize(&end_windows_at_finalize);
+        return true;
+    }();
+    (void)hooked;
+}
+
+template <Side S>
+void untrack(WindowState<S>* window) noexcept {
+    auto& live = live_windows();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    if constexpr (is_send<S>) {
+        erase_one(live.sends, window);
+    } else {
+        erase_one(live.recvs, window);
+    }
+}
+
+/// Entry of every operation: one load and one branch unless PMR_CHECKS is on or MPI_Finalize ended
+/// the window. With PMR_CHECKS, a window in use by two threads at once is a UsageError.
+template <Side S>
+class UseGuard {
+public:
+    explicit UseGuard(WindowState<S>& window) {
+        if (window.checks || window.finalized) {
+            enter(window);
+        }
+    }
+    UseGuard(const UseGuard&) = delete;
+    UseGuard& operator=(const UseGuard&) = delete;
+    ~UseGuard() {
+        if (busy_ != nullptr) {
+            busy_->store(false, std::memory_order_release);
+        }
+    }
+
+private:
+    void enter(WindowState<S>& window) {
+        if (window.finalized) {
+            raise<UsageError>("the window was ended by MPI_Finalize", window.where,
+                              "Use windows between MPI_Init and MPI_Finalize.");
+        }
+        if (window.busy.exchange(true, std::memory_order_acquire)) {
+            raise<UsageError>("the window is used by two threads at once", window.where,
+                              "A connection and its windows are used by one thread at a time; "
+                              "use a connection per thread.");
+        }
+        busy_ = &window.busy;
+    }
+
+    std::atomic<bool>* busy_ = nullptr;
+};
+
 } // namespace
+
+WindowDescription parse_window_description(const Blob& message, const std::string& where) {
+    BlobReader reader(message, where);
+    WindowDescription d;
+    d.bytes = reader.get<std::uint64_t>();
+    d.element_size = reader.get<std::uint64_t>();
+    d.provider = reader.get<std::uint8_t>();
+    d.provider_part = reader.get_bytes();
+    reader.finish();
+    if (d.bytes > std::numeric_limits<std::uint64_t>::max() / 2 || d.element_size == 0 ||
+        (d.bytes > 0 && d.bytes % d.element_size != 0)) {
+        reader.malformed(std::to_string(d.bytes) + " B in elements of " +
+                         std::to_string(d.element_size) + " B");
+    }
+    return d;
+}
 
 std::size_t checked_bytes(std::size_t count, std::size_t element_size) {
     if (element_size != 0 && count > static_cast<std::size_t>(-1) / 2 / element_size) {
@@ -101,150 +211,135 @@ std::size_t checked_bytes(std::size_t count, std::size_t element_size) {
     return count * element_size;
 }
 
-WindowState::WindowState(std::shared_ptr<ConnectionState> connection, Side side, std::byte* buffer,
-                         std::size_t bytes, ReleaseMemory release, std::size_t element_size)
-    : connection_(std::move(connection)), side_(side), index_(connection_->next_window_index(side)),
-      buffer_(buffer), bytes_(bytes), element_size_(element_size), owned_(release != nullptr),
-      release_(release) {
-    where_ = describe();
-    const WindowSpec spec{buffer_, bytes_, owned_, &where_};
-    BlobWriter description;
-    description.put<std::uint64_t>(bytes_);
-    description.put<std::uint32_t>(static_cast<std::uint32_t>(connection_->candidates().size()));
-    for (Provider p : connection_->candidates()) {
-        Compiled::dispatch(p, [&](auto provider) {
-            using P = decltype(provider);
-            if (side_ == Side::send) {
-                auto& w =
-                    send_candidates_.emplace_back(std::in_place_type<typename P::SendWindow>, spec);
-                description.put(p).put_bytes(std::get<typename P::SendWindow>(w).describe());
-            } else {
-                auto& w =
-                    recv_candidates_.emplace_back(std::in_place_type<typename P::RecvWindow>, spec);
-                description.put(p).put_bytes(std::get<typename P::RecvWindow>(w).describe());
-            }
-        });
-    }
-    if (connection_->needs_handshake()) {
-        connection_->channel().send(side_ == Side::send ? bootstrap::Kind::send_window
-                                                        : bootstrap::Kind::recv_window,
-                                    index_, description.take());
-    }
-}
+// -------------------------------------------------------------------------------------------------
+// WindowState
+// -------------------------------------------------------------------------------------------------
 
-WindowState::~WindowState() {
-    // Provider windows first: they may still wait for a copy into the buffer to finish.
-    send_ = std::monostate{};
-    recv_ = std::monostate{};
-    if (connection_->established()) {
-        const Provider chosen = connection_->provider();
-        auto discard_losers = [chosen](auto& candidates) {
-            for (auto& candidate : candidates) {
-                if (provider_of(candidate) != chosen) {
-                    discard(candidate);
-                }
-            }
-        };
-        discard_losers(send_candidates_);
-        discard_losers(recv_candidates_);
-    }
-    send_candidates_.clear();
-    recv_candidates_.clear();
-    if (owned_) {
-        release_(buffer_);
-    }
-}
-
-void WindowState::activate() {
-    if (setup_error_) {
-        std::rethrow_exception(setup_error_);
-    }
+template <Side S>
+WindowState<S>::WindowState(std::shared_ptr<ConnectionState> connection_, std::byte* buffer_,
+                            std::size_t bytes_, ReleaseMemory release_, std::size_t element_size_)
+    : connection(std::move(connection_)), index(connection->next_window_index(S)), buffer(buffer_),
+      bytes(bytes_), element_size(element_size_), owned(release_ != nullptr), release(release_) {
+    where = describe();
+    connection->attach(this);
     try {
-        connection_->establish();
-        const Provider chosen = connection_->provider();
-        auto take = [&](auto& candidates, auto& target) {
-            for (auto& candidate : candidates) {
-                if (provider_of(candidate) == chosen) {
-                    target = std::move(candidate);
-                } else {
-                    discard(candidate);
-                }
-            }
-            candidates.clear();
-        };
-        if (side_ == Side::send) {
-            take(send_candidates_, send_);
-        } else {
-            take(recv_candidates_, recv_);
-        }
-        where_ = describe();
-
-        Blob peer_blob;
-        peer_bytes_ = bytes_;
-        if (connection_->needs_handshake()) {
-            const Blob message = connection_->channel().receive(
-                side_ == Side::send ? bootstrap::Kind::recv_window : bootstrap::Kind::send_window,
-                index_, where_);
-            BlobReader reader(message);
-            peer_bytes_ = static_cast<std::size_t>(reader.get<std::uint64_t>());
-            const auto n = reader.get<std::uint32_t>();
-            for (std::uint32_t i = 0; i < n; ++i) {
-                const auto p = reader.get<Provider>();
-                Blob b = reader.get_bytes();
-                if (p == chosen) {
-                    peer_blob = std::move(b);
-                }
-            }
-        }
-        const std::size_t send_bytes = side_ == Side::send ? bytes_ : peer_bytes_;
-        const std::size_t recv_bytes = side_ == Side::send ? peer_bytes_ : bytes_;
-        if (send_bytes > recv_bytes) {
-            raise<SizeError>("the send window (" + bytes_text(send_bytes) +
-                                 ") is larger than the peer's receive window (" +
-                                 bytes_text(recv_bytes) + ")",
-                             where_,
-                             "Windows pair in creation order (the k-th SendWindow with the k-th "
-                             "RecvWindow of the peer); make the receive window at least as large.");
-        }
-        Compiled::dispatch(chosen, [&](auto provider) {
-            using P = decltype(provider);
-            auto& native = std::get<typename P::Connection>(connection_->native());
-            if (side_ == Side::send) {
-                std::get<typename P::SendWindow>(send_).connect(native, peer_blob);
-            } else {
-                std::get<typename P::RecvWindow>(recv_).connect(native, peer_blob);
-            }
-        });
-        rails_ = connection_->rails();
-        active_ = true;
-    } catch (const Timeout&) {
-        throw; // the peer may just be slow: a later call can still complete the set-up
+        track(this);
     } catch (...) {
-        setup_error_ = std::current_exception(); // the messages are consumed: the failure is final
+        connection->forget(this);
         throw;
     }
 }
 
-// Calls f on the provider window of this side; `otherwise` if there is none (never activated).
-template <class F, class R>
-R WindowState::on_native(F&& f, R otherwise) {
-    auto call = [&](auto& w) -> R {
-        if constexpr (is_empty_alternative<decltype(w)>) {
-            return otherwise;
-        } else {
-            return f(w);
+template <Side S>
+void WindowState<S>::materialize() {
+    where = describe();
+    const WindowSpec spec{buffer, bytes, owned, &where};
+    const Provider provider = connection->provider();
+    Blob blob;
+    Compiled::dispatch(provider, [&](auto p) {
+        using P = decltype(p);
+        using W = std::conditional_t<is_send<S>, typename P::SendWindow, typename P::RecvWindow>;
+        blob = native.template emplace<W>(spec).describe();
+    });
+    if (connection->needs_handshake()) {
+        connection->link().send(own_kind<S>, index,
+                                BlobWriter()
+                                    .put<std::uint64_t>(bytes)
+                                    .put<std::uint64_t>(element_size)
+                                    .put(static_cast<std::uint8_t>(provider))
+                                    .put_bytes(blob)
+                                    .take());
+    }
+}
+
+template <Side S>
+WindowState<S>::~WindowState() {
+    untrack(this);
+    connection->forget(this);
+    // The provider window first: it may still wait for a copy into the buffer to finish.
+    native = std::monostate{};
+    if (owned) {
+        release(buffer);
+    }
+}
+
+template <Side S>
+void WindowState<S>::activate() {
+    if (setup_error) {
+        std::rethrow_exception(setup_error);
+    }
+    try {
+        connection->establish(); // materializes this window if it waited for the provider
+        where = describe();
+        Blob peer_blob;
+        peer_bytes = bytes;
+        if (connection->needs_handshake()) {
+            const Blob message = connection->link().receive(
+                peer_kind<S>, index, {&where, connection->watch_pid(), &answer_hellos});
+            WindowDescription d = parse_window_description(message, where);
+            peer_bytes = static_cast<std::size_t>(d.bytes);
+            const std::uint64_t peer_element = d.element_size;
+            peer_blob = std::move(d.provider_part);
+            if (d.provider != static_cast<std::uint8_t>(connection->provider())) {
+                raise<ProviderError>("malformed set-up message from the peer: its window uses "
+                                     "provider " +
+                                         std::string(to_string(static_cast<Provider>(d.provider))),
+                                     where, "Are both sides running the same pmr version?");
+            }
+            if (peer_element != element_size && peer_element > 1 && element_size > 1) {
+                raise<ArgumentError>(
+                    "the peer's " + std::string(is_send<S> ? "receive" : "send") +
+                        " window holds elements of " + bytes_text(peer_element) + ", this one of " +
+                        bytes_text(element_size),
+                    where,
+                    "Paired windows must have the same element type (or one of them bytes, "
+                    "e.g. std::byte): check that the k-th windows on both sides match.");
+            }
         }
-    };
-    return side_ == Side::send ? std::visit(call, send_) : std::visit(call, recv_);
+        const std::size_t send_bytes = is_send<S> ? bytes : peer_bytes;
+        const std::size_t recv_bytes = is_send<S> ? peer_bytes : bytes;
+        if (send_bytes > recv_bytes) {
+            raise<SizeError>("the send window (" + bytes_text(send_bytes) +
+                                 ") is larger than the peer's receive window (" +
+                                 bytes_text(recv_bytes) + ")",
+                             where,
+                             "Windows pair in creation order (the k-th SendWindow with the k-th "
+                             "RecvWindow of the peer); make the receive window at least as large.");
+        }
+        Compiled::dispatch(connection->provider(), [&](auto p) {
+            using P = decltype(p);
+            using W =
+                std::conditional_t<is_send<S>, typename P::SendWindow, typename P::RecvWindow>;
+            auto& native_connection = std::get<typename P::Connection>(connection->native());
+            std::get<W>(native).connect(native_connection, peer_blob, peer_bytes);
+        });
+        rails = connection->rails();
+        active = true;
+    } catch (const Timeout&) {
+        throw; // the peer may just be slow: a later call can still complete the set-up
+    } catch (...) {
+        setup_error = std::current_exception(); // the messages are consumed: the failure is final
+        throw;
+    }
 }
 
-bool WindowState::poll() {
-    return on_native([](auto& w) { return w.test(); }, true);
+template <Side S>
+bool WindowState<S>::poll() {
+    return poll_native(native);
 }
 
-bool WindowState::completed_despite_peer_loss() {
-    const bool window_gone = on_native([](auto& w) { return w.peer_gone(); }, false);
-    const bool process_gone = !window_gone && !connection_->peer_alive();
+template <Side S>
+bool WindowState<S>::completed_despite_peer_loss() {
+    const bool window_gone = std::visit(
+        [](const auto& w) {
+            if constexpr (is_empty_alternative<decltype(w)>) {
+                return false;
+            } else {
+                return w.peer_gone();
+            }
+        },
+        native);
+    const bool process_gone = !window_gone && !connection->peer_alive();
     if (!window_gone && !process_gone) {
         return false;
     }
@@ -254,174 +349,52 @@ bool WindowState::completed_despite_peer_loss() {
         return true;
     }
     if (window_gone) {
-        raise<PeerLost>(
-            std::string("the peer destroyed its ") + (side_ == Side::send ? "receive" : "send") +
-                " window while this one waited for it",
-            where_, "Keep windows alive until both sides have finished their last round.");
+        raise<PeerLost>(std::string("the peer destroyed its ") + (is_send<S> ? "receive" : "send") +
+                            " window while this one waited for it",
+                        where,
+                        "Keep windows alive until both sides have finished their last round.");
     }
-    raise<PeerLost>("the peer process exited while this window waited for it", where_,
+    raise<PeerLost>("the peer process exited while this window waited for it", where,
                     "Check the peer's output for the reason it died.");
 }
 
-void WindowState::init() {
-    if (phase_ != Phase::idle) {
-        order_error("init");
-    }
-    if (!active_) {
-        activate();
-    }
-    if (side_ == Side::recv) {
-        std::visit(
-            [](auto& w) {
-                if constexpr (!is_empty_alternative<decltype(w)>) {
-                    w.init();
-                }
-            },
-            recv_);
-    }
-    phase_ = Phase::initialized;
+template <Side S>
+void WindowState<S>::complete() noexcept {
+    phase = Phase::idle;
+    completed_once = true;
+    stalled_tests = 0;
 }
 
-void WindowState::check_post_size(std::size_t bytes) const {
-    if (bytes > bytes_ || bytes > peer_bytes_) {
-        raise<SizeError>("post of " + bytes_text(bytes) + " exceeds " +
-                             (bytes > bytes_
-                                  ? "this window (" + bytes_text(bytes_) + ")"
-                                  : "the peer's receive window (" + bytes_text(peer_bytes_) + ")"),
-                         where_, "Post at most the smaller of the two window sizes.");
+template <Side S>
+bool WindowState<S>::stalled_test() {
+    // Every 4096 fruitless calls: let MPI deliver set-up messages, watch the peer, and time out.
+    if ((++stalled_tests & 4095U) != 0) {
+        return false;
     }
-}
-
-void WindowState::post(std::size_t bytes) {
-    if (phase_ != Phase::initialized) {
-        order_error("post");
-    }
-    if (side_ == Side::send) {
-        check_post_size(bytes);
-        std::visit(
-            [&](auto& w) {
-                if constexpr (!is_empty_alternative<decltype(w)>) {
-                    w.post(buffer_, bytes);
-                }
-            },
-            send_);
-    }
-    phase_ = Phase::posted;
-}
-
-void WindowState::post(const RailRange* ranges, std::size_t count) {
-    if (phase_ != Phase::initialized) {
-        order_error("post");
-    }
-    if (ranges == nullptr && count > 0) {
-        raise<ArgumentError>(
-            "multi-rail post of " + std::to_string(count) + " pieces from a null pointer", where_);
-    }
-    std::size_t end = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        const RailRange& piece = ranges[i];
-        if (piece.offset != end) {
-            raise<ArgumentError>(
-                "piece " + std::to_string(i) + " of a multi-rail post starts at byte " +
-                    std::to_string(piece.offset) + ", not at byte " + std::to_string(end) +
-                    " where the previous one ended",
-                where_, "The pieces must tile the posted bytes in order, from offset 0.");
-        }
-        if (piece.rail >= rails_) {
-            raise<ArgumentError>("piece " + std::to_string(i) +
-                                     " of a multi-rail post names rail " +
-                                     std::to_string(piece.rail) + ", but the connection has " +
-                                     std::to_string(rails_),
-                                 where_, "Use rails below Connection::rails().");
-        }
-        end = piece.bytes > static_cast<std::size_t>(-1) - end ? static_cast<std::size_t>(-1)
-                                                               : end + piece.bytes;
-    }
-    check_post_size(end);
-    std::visit(
-        [&](auto& w) {
-            using W = std::decay_t<decltype(w)>;
-            if constexpr (check::has_range_post<W>::value) {
-                w.post(buffer_, ranges, count);
-            } else if constexpr (!is_empty_alternative<W>) {
-                w.post(buffer_, end);
-            }
-        },
-        send_);
-    phase_ = Phase::posted;
-}
-
-bool WindowState::test() {
-    if (phase_ != Phase::posted) {
-        order_error("test");
-    }
-    if (poll()) {
-        phase_ = Phase::idle;
-        completed_once_ = true;
-        stalled_tests_ = 0;
+    bootstrap::progress_sends();
+    if (completed_despite_peer_loss()) {
         return true;
     }
-    // A caller spinning on test() must also learn that the peer died.
-    if ((++stalled_tests_ & 4095U) == 0) {
-        bootstrap::progress_sends();
+    const auto now = std::chrono::steady_clock::now();
+    if (stalled_tests == 4096) {
+        stalled_since = now;
     }
-    if ((stalled_tests_ & 4095U) == 0 && completed_despite_peer_loss()) {
-        phase_ = Phase::idle;
-        completed_once_ = true;
-        return true;
+    const double limit = settings().timeout_seconds;
+    if (limit > 0 && std::chrono::duration<double>(now - stalled_since).count() >= limit) {
+        stalled_tests = 0;
+        raise<Timeout>("test() found no completion within PMR_TIMEOUT (" + std::to_string(limit) +
+                           " s)",
+                       where,
+                       is_send<S> ? "The peer has not called init() on its receive window."
+                                  : "The peer has not posted its send window.");
     }
     return false;
 }
 
-void WindowState::wait() {
-    if (phase_ != Phase::posted) {
-        order_error("wait");
-    }
-    if (poll()) { // already complete: the common case, which must not even read the clock
-        phase_ = Phase::idle;
-        completed_once_ = true;
-        return;
-    }
-    Backoff backoff;
-    while (!poll()) {
-        if (backoff.pause()) {
-            bootstrap::progress_sends();
-            if (completed_despite_peer_loss()) {
-                break;
-            }
-            if (backoff.expired()) {
-                raise<Timeout>("no completion within PMR_TIMEOUT (" +
-                                   std::to_string(settings().timeout_seconds) + " s)",
-                               where_,
-                               side_ == Side::send
-                                   ? "The peer has not called init() on its receive window."
-                                   : "The peer has not posted its send window.");
-            }
-        }
-    }
-    phase_ = Phase::idle;
-    completed_once_ = true;
-}
-
-std::size_t WindowState::received_bytes() const {
-    if (side_ != Side::recv || !completed_once_) {
-        raise<UsageError>("received_bytes() before the first completed receive", where_,
-                          "Call it after wait() (or test() returning true).");
-    }
-    return std::visit(
-        [](const auto& w) -> std::size_t {
-            if constexpr (is_empty_alternative<decltype(w)>) {
-                return 0;
-            } else {
-                return w.received_bytes();
-            }
-        },
-        recv_);
-}
-
-void WindowState::order_error(const char* call) const {
+template <Side S>
+void WindowState<S>::order_error(const char* call) const {
     std::string what = std::string(call) + "() ";
-    switch (phase_) {
+    switch (phase) {
     case Phase::idle:
         what += std::string(call) == "post" ? "before init()" : "with no transfer in flight";
         break;
@@ -432,56 +405,75 @@ void WindowState::order_error(const char* call) const {
         what += std::string(call) == "post" ? "called twice" : "while a transfer is in flight";
         break;
     }
-    raise<UsageError>(what, where_,
+    raise<UsageError>(what, where,
                       "Each round is init(), post(), then wait() (or test() until it returns "
                       "true).");
 }
 
-std::string WindowState::describe() const {
-    return std::string(side_ == Side::send ? "send" : "receive") + " window #" +
-           std::to_string(index_) + " (" + bytes_text(bytes_) +
-           (element_size_ > 1
-                ? " = " + std::to_string(bytes_ / element_size_) + " x " + bytes_text(element_size_)
+template <Side S>
+void WindowState<S>::check_post_size(std::size_t posted) const {
+    if (posted > bytes || posted > peer_bytes) {
+        raise<SizeError>("post of " + bytes_text(posted) + " exceeds " +
+                             (posted > bytes
+                                  ? "this window (" + bytes_text(bytes) + ")"
+                                  : "the peer's receive window (" + bytes_text(peer_bytes) + ")"),
+                         where, "Post at most the smaller of the two window sizes.");
+    }
+}
+
+template <Side S>
+std::string WindowState<S>::describe() const {
+    return std::string(is_send<S> ? "send" : "receive") + " window #" + std::to_string(index) +
+           " (" + bytes_text(bytes) +
+           (element_size > 1
+                ? " = " + std::to_string(bytes / element_size) + " x " + bytes_text(element_size)
                 : std::string()) +
-           (owned_ ? ", library-owned" : ", user buffer") + ") on " + connection_->describe();
+           (owned ? ", library-owned" : ", user buffer") + ") on " + connection->describe();
 }
 
 // -------------------------------------------------------------------------------------------------
-// WindowCore: the public face.
+// WindowCore: the operations
 // -------------------------------------------------------------------------------------------------
 
 namespace {
 
 const std::shared_ptr<ConnectionState>& state_of(const Connection& connection) {
     if (!connection.state()) {
-        raise<UsageError>("window created on a moved-from Connection", "");
+        raise<UsageError>("window created on an empty Connection (default-constructed or moved "
+                          "from)",
+                          "", "Create windows on a connection made from a Target.");
     }
     return connection.state();
 }
 
 } // namespace
 
-WindowCore::WindowCore(const Connection& connection, Side side, void* buffer, std::size_t bytes,
-                       std::size_t element_size) {
+template <Side S>
+WindowCore<S>::WindowCore() noexcept = default;
+
+template <Side S>
+WindowCore<S>::WindowCore(const Connection& connection, void* buffer, std::size_t bytes,
+                          std::size_t element_size) {
+    const auto& state = state_of(connection);
     if (buffer == nullptr && bytes > 0) {
-        raise<ArgumentError>("null buffer for a window of " + bytes_text(bytes),
-                             state_of(connection)->describe(),
+        raise<ArgumentError>("null buffer for a window of " + bytes_text(bytes), state->describe(),
                              "Pass a buffer, or use the (connection, count) constructor for "
                              "library-owned memory.");
     }
-    state_ = std::make_unique<WindowState>(
-        state_of(connection), side, static_cast<std::byte*>(buffer), bytes, nullptr, element_size);
+    state_ = std::make_unique<WindowState<S>>(state, static_cast<std::byte*>(buffer), bytes,
+                                              nullptr, element_size);
     data_ = static_cast<std::byte*>(buffer);
     bytes_ = bytes;
 }
 
-WindowCore::WindowCore(const Connection& connection, Side side, std::size_t bytes,
-                       std::size_t element_size) {
+template <Side S>
+WindowCore<S>::WindowCore(const Connection& connection, std::size_t bytes,
+                          std::size_t element_size) {
     const auto& state = state_of(connection);
     const OwnedMemory memory = allocate_owned(*state, bytes);
     try {
-        state_ = std::make_unique<WindowState>(state, side, memory.data, bytes, memory.release,
-                                               element_size);
+        state_ = std::make_unique<WindowState<S>>(state, memory.data, bytes, memory.release,
+                                                  element_size);
     } catch (...) {
         memory.release(memory.data);
         throw;
@@ -490,52 +482,336 @@ WindowCore::WindowCore(const Connection& connection, Side side, std::size_t byte
     bytes_ = bytes;
 }
 
-WindowCore::WindowCore(WindowCore&& other) noexcept
+template <Side S>
+WindowCore<S>::WindowCore(WindowCore&& other) noexcept
     : state_(std::move(other.state_)), data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)) {}
 
-WindowCore& WindowCore::operator=(WindowCore&& other) noexcept {
+template <Side S>
+WindowCore<S>& WindowCore<S>::operator=(WindowCore&& other) noexcept {
     state_ = std::move(other.state_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     return *this;
 }
 
-WindowCore::~WindowCore() = default;
+template <Side S>
+WindowCore<S>::~WindowCore() = default;
 
-WindowState& WindowCore::checked() const {
+template <Side S>
+WindowState<S>& WindowCore<S>::checked() const {
     if (!state_) {
-        raise<UsageError>("use of a moved-from window", "");
+        raise<UsageError>("use of an empty window (default-constructed or moved from)", "",
+                          "Assign a window made on a connection first.");
     }
     return *state_;
 }
 
-void WindowCore::init() {
-    checked().init();
+template <Side S>
+void WindowCore<S>::init() {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (s.phase != WindowState<S>::Phase::idle) {
+        s.order_error("init");
+    }
+    if (!s.active) {
+        s.activate();
+    }
+    if constexpr (!is_send<S>) {
+        std::visit(
+            [](auto& w) {
+                if constexpr (!is_empty_alternative<decltype(w)>) {
+                    w.init();
+                }
+            },
+            s.native);
+    }
+    s.phase = WindowState<S>::Phase::initialized;
 }
-void WindowCore::post() {
-    checked().post(bytes_);
+
+template <Side S>
+void WindowCore<S>::post(std::size_t bytes) {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (s.phase != WindowState<S>::Phase::initialized) {
+        s.order_error("post");
+    }
+    if constexpr (is_send<S>) {
+        s.check_post_size(bytes);
+        std::visit(
+            [&](auto& w) {
+                if constexpr (!is_empty_alternative<decltype(w)>) {
+                    w.post(s.buffer, bytes);
+                }
+            },
+            s.native);
+    }
+    s.phase = WindowState<S>::Phase::posted;
 }
-void WindowCore::post(std::size_t bytes) {
-    checked().post(bytes);
+
+template <Side S>
+void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (s.phase != WindowState<S>::Phase::initialized) {
+        s.order_error("post");
+    }
+    if constexpr (!is_send<S>) {
+        raise<UsageError>("multi-rail post on a receive window", s.where,
+                          "Receive windows post() without arguments.");
+    } else {
+        s.post_ranges(ranges, count);
+    }
 }
-void WindowCore::post(const RailRange* ranges, std::size_t count) {
-    checked().post(ranges, count);
+
+template <Side S>
+void WindowState<S>::post_ranges(const RailRange* ranges, std::size_t count) {
+    if constexpr (is_send<S>) {
+        WindowState<S>& s = *this;
+        if (ranges == nullptr && count > 0) {
+            raise<ArgumentError>("multi-rail post of " + std::to_string(count) +
+                                     " pieces from a null pointer",
+                                 s.where);
+        }
+        std::size_t end = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const RailRange& piece = ranges[i];
+            if (piece.offset != end) {
+                raise<ArgumentError>(
+                    "piece " + std::to_string(i) + " of a multi-rail post starts at byte " +
+                        std::to_string(piece.offset) + ", not at byte " + std::to_string(end) +
+                        " where the previous one ended",
+                    s.where, "The pieces must tile the posted bytes in order, from offset 0.");
+            }
+            if (piece.rail >= s.rails) {
+                raise<ArgumentError>("piece " + std::to_string(i) +
+                                         " of a multi-rail post names rail " +
+                                         std::to_string(piece.rail) + ", but the connection has " +
+                                         std::to_string(s.rails),
+                                     s.where, "Use rails below Connection::rails().");
+            }
+            end = piece.bytes > static_cast<std::size_t>(-1) - end ? static_cast<std::size_t>(-1)
+                                                                   : end + piece.bytes;
+        }
+        s.check_post_size(end);
+        std::visit(
+            [&](auto& w) {
+                using W = std::decay_t<decltype(w)>;
+                if constexpr (check::has_range_post<W>::value) {
+                    w.post(s.buffer, ranges, count);
+                } else if constexpr (!is_empty_alternative<W>) {
+                    w.post(s.buffer, end);
+                }
+            },
+            s.native);
+        s.phase = WindowState<S>::Phase::posted;
+    }
 }
-void WindowCore::wait() {
-    checked().wait();
+
+template <Side S>
+bool WindowCore<S>::test() {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (s.phase != WindowState<S>::Phase::posted) {
+        s.order_error("test");
+    }
+    if (s.poll() || s.stalled_test()) {
+        s.complete();
+        return true;
+    }
+    return false;
 }
-bool WindowCore::test() {
-    return checked().test();
+
+template <Side S>
+void WindowCore<S>::wait() {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (s.phase != WindowState<S>::Phase::posted) {
+        s.order_error("wait");
+    }
+    if (s.poll()) { // already complete: the common case, which must not even read the clock
+        s.complete();
+        return;
+    }
+    Backoff backoff;
+    while (!s.poll()) {
+        if (backoff.pause()) {
+            bootstrap::progress_sends();
+            if (s.completed_despite_peer_loss()) {
+                break;
+            }
+            if (backoff.expired()) {
+                raise<Timeout>("no completion within PMR_TIMEOUT (" +
+                                   std::to_string(settings().timeout_seconds) + " s)",
+                               s.where,
+                               is_send<S> ? "The peer has not called init() on its receive window."
+                                          : "The peer has not posted its send window.");
+            }
+        }
+    }
+    s.complete();
 }
-bool WindowCore::owns_memory() const noexcept {
-    return state_ && state_->owned();
+
+template <Side S>
+bool WindowCore<S>::owns_memory() const noexcept {
+    return state_ && state_->owned;
 }
-std::size_t WindowCore::received_bytes() const {
-    return checked().received_bytes();
+
+template <Side S>
+std::size_t WindowCore<S>::received_bytes() const {
+    const WindowState<S>& s = checked();
+    if (!s.completed_once) {
+        raise<UsageError>("received_bytes() before the first completed receive", s.where,
+                          "Call it after wait() (or test() returning true).");
+    }
+    if constexpr (is_send<S>) {
+        return 0;
+    } else {
+        return std::visit(
+            [](const auto& w) -> std::size_t {
+                if constexpr (is_empty_alternative<decltype(w)>) {
+                    return 0;
+                } else {
+                    return w.received_bytes();
+                }
+            },
+            s.native);
+    }
 }
-std::string WindowCore::describe() const {
+
+template <Side S>
+std::string WindowCore<S>::describe() const {
     return checked().describe();
+}
+
+template class WindowCore<Side::send>;
+template class WindowCore<Side::recv>;
+template struct WindowState<Side::send>;
+template struct WindowState<Side::recv>;
+
+// -------------------------------------------------------------------------------------------------
+// Several windows at once
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Calls f(state) with the WindowState of a Waitable, whichever side it is.
+template <class F>
+decltype(auto) with_state(const Waitable& w, F&& f) {
+    if (w.send != nullptr) {
+        auto* state = w.send->state();
+        if (state == nullptr) {
+            raise<UsageError>("wait_all()/test_all() on an empty window", "");
+        }
+        return f(*state);
+    }
+    auto* state = w.recv != nullptr ? w.recv->state() : nullptr;
+    if (state == nullptr) {
+        raise<UsageError>("wait_all()/test_all() on an empty window", "");
+    }
+    return f(*state);
+}
+
+void require_posted(const Waitable* windows, std::size_t count, const char* call) {
+    for (std::size_t i = 0; i < count; ++i) {
+        with_state(windows[i], [&](auto& s) {
+            if (s.phase != std::decay_t<decltype(s)>::Phase::posted) {
+                s.order_error(call);
+            }
+            return true;
+        });
+    }
+}
+
+} // namespace
+
+void wait_all(const Waitable* windows, std::size_t count) {
+    require_posted(windows, count, "wait");
+    std::size_t open = count;
+    // Completed windows move to the end of a local order, so that each pass polls only the rest.
+    constexpr std::size_t on_stack = 64;
+    std::size_t small[on_stack];
+    std::vector<std::size_t> large(count > on_stack ? count : 0);
+    std::size_t* order = count > on_stack ? large.data() : small;
+    for (std::size_t i = 0; i < count; ++i) {
+        order[i] = i;
+    }
+    auto sweep = [&] {
+        for (std::size_t k = 0; k < open;) {
+            const bool done = with_state(windows[order[k]], [](auto& s) {
+                if (s.poll()) {
+                    s.complete();
+                    return true;
+                }
+                return false;
+            });
+            if (done) {
+                std::swap(order[k], order[--open]);
+            } else {
+                ++k;
+            }
+        }
+    };
+    sweep();
+    if (open == 0) {
+        return;
+    }
+    Backoff backoff;
+    for (;;) {
+        sweep();
+        if (open == 0) {
+            return;
+        }
+        if (!backoff.pause()) {
+            continue;
+        }
+        bootstrap::progress_sends();
+        for (std::size_t k = 0; k < open;) {
+            const bool done = with_state(windows[order[k]], [](auto& s) {
+                if (s.completed_despite_peer_loss()) {
+                    s.complete();
+                    return true;
+                }
+                return false;
+            });
+            if (done) {
+                std::swap(order[k], order[--open]);
+            } else {
+                ++k;
+            }
+        }
+        if (open > 0 && backoff.expired()) {
+            with_state(windows[order[0]], [&](auto& s) -> bool {
+                raise<Timeout>(
+                    "wait_all() found " + std::to_string(open) + " of " + std::to_string(count) +
+                        " windows incomplete after PMR_TIMEOUT (" +
+                        std::to_string(settings().timeout_seconds) + " s), among them this one",
+                    s.where, "The peers of the incomplete windows have not posted.");
+            });
+        }
+    }
+}
+
+bool test_all(const Waitable* windows, std::size_t count) {
+    require_posted(windows, count, "test");
+    bool all = true;
+    for (std::size_t i = 0; i < count && all; ++i) {
+        all = with_state(windows[i], [](auto& s) { return s.poll(); });
+    }
+    if (!all) {
+        // The slow path of one window at a time (round robin by the stall count of the first).
+        for (std::size_t i = 0; i < count; ++i) {
+            with_state(windows[i], [](auto& s) { return s.stalled_test(); });
+        }
+        return false;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        with_state(windows[i], [](auto& s) {
+            s.complete();
+            return true;
+        });
+    }
+    return true;
 }
 
 } // namespace detail

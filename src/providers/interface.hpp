@@ -1,45 +1,61 @@
 // SPDX-License-Identifier: MIT
-// The static interface every provider implements, and the check that it does.
+// The static interface every provider implements, the check that it does, and ProviderSet, the
+// variants the core holds providers in.
 //
-// A provider P is a type with
+// A provider P describes itself:
 //   static constexpr Provider id;
-//   static constexpr bool handshake;            // false: no set-up messages at all (null)
-//   static Blob hello(const ConnectionSetup&);  // for the peer, sent at construction
-//   class Connection {                          // built when the handshake completes
-//       Connection(const ConnectionSetup&, const PeerInfo&, const Blob& peer_hello);
-//       std::size_t rails() const;
-//       bool peer_alive();                      // cheap enough to call every few milliseconds
+//   static constexpr int preference;          // > 0: chosen by default for peers it reaches, the
+//                                             // highest first; 0: only when forced
+//   static bool reaches(const PeerInfo&);     // can it connect to that peer? Starts nothing.
+//   static constexpr bool handshake;          // false: no set-up messages at all (null)
+//   static constexpr bool has_rails;          // whether a connection may have several rails
+// and brings, per connection, a local object made before the handshake and the connection made
+// from it when the peer's hello arrives:
+//   class Local {                             // created when the provider is decided
+//       explicit Local(const ConnectionSetup&);
+//       Blob hello() const;                   // for the peer: addresses, queue ids, ...
 //   };
-//   class SendWindow / RecvWindow {             // nothrow-movable
+//   class Connection {
+//       Connection(Local&&, const ConnectionSetup&, const PeerInfo&, const Blob& peer_hello);
+//       std::size_t rails() const;            // >= 1
+//       RailInfo rail(std::size_t) const;
+//       bool peer_alive();                    // cheap enough to call every few milliseconds
+//   };
+// and, per window, one object of one side (nothrow-movable):
+//   class SendWindow / RecvWindow {
 //       explicit SendWindow(const WindowSpec&); // local resources, at window construction
-//       Blob describe() const;                  // what the peer needs, sent at construction
-//       void connect(Connection&, const Blob& peer_description);   // at first use
-//       bool test();                            // non-blocking progress; true when complete
-//       bool peer_gone() const;                 // peer destroyed its window (checked when slow)
+//       Blob describe() const;                // what the peer needs, sent at construction
+//       void connect(Connection&, const Blob& peer_description,    // at first use; the
+//                    std::size_t peer_bytes);  // peer window's size as the core learnt it
+//       bool test();                          // non-blocking progress; true when complete,
+//                                             // and again on every call until the next round
+//       bool peer_gone() const;               // peer destroyed its window (checked when slow)
 //   };
 //   SendWindow::post(const std::byte* data, std::size_t bytes);   // starts a transfer
-//   RecvWindow::init();                         // grants the sender the buffer
+//   RecvWindow::init();                       // grants the sender the buffer
 //   RecvWindow::received_bytes() const;
 // and may have (detected with the traits below; the core falls back when they are missing)
 //   static void* allocate(std::size_t, const std::string& where);  // memory for library-owned
-//   static void deallocate(void*) noexcept;     // windows when this is the only candidate provider
+//   static void deallocate(void*) noexcept;   // windows of connections that use this provider
 //   SendWindow::post(const std::byte*, const RailRange*, std::size_t); // multi-rail; else post(n)
-//   SendWindow/RecvWindow::discard() noexcept;  // the connection chose another provider
-// The core (src/core/window.cpp) owns the state machine, waiting, deadlines and error context;
-// providers only move bytes.
+// The core (src/core/) owns the state machine, waiting, deadlines and error context; providers
+// only move bytes. A provider's folder describes it to the build (cmake/pmrProviders.cmake), and
+// every list of providers is derived from there.
 #pragma once
 
-#include "core/blob.hpp"
+#include "base/blob.hpp"
 
 #include <pmr/provider.hpp>
 #include <pmr/target.hpp>
 #include <pmr/window.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <sys/types.h>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace pmr::detail {
 
@@ -49,7 +65,7 @@ struct ConnectionSetup {
     std::string where; ///< for error messages: "rank 0 -> peer 1 (send tag ...)"
 };
 
-/// What the generic handshake learned about the peer process.
+/// What pmr knows about the peer process, from the communicator's node map or the handshake.
 struct PeerInfo {
     pid_t pid = 0;
     std::string node;
@@ -91,9 +107,35 @@ struct has_receive<P, std::void_t<decltype(std::declval<typename P::RecvWindow&>
 template <class P, class W, class = void>
 struct has_connect : std::false_type {};
 template <class P, class W>
-struct has_connect<P, W,
-                   std::void_t<decltype(std::declval<W&>().connect(
-                       std::declval<typename P::Connection&>(), std::declval<const Blob&>()))>>
+struct has_connect<
+    P, W,
+    std::void_t<decltype(std::declval<W&>().connect(std::declval<typename P::Connection&>(),
+                                                    std::declval<const Blob&>(), std::size_t{}))>>
+    : std::true_type {};
+
+template <class P, class = void>
+struct has_self_description : std::false_type {};
+template <class P>
+struct has_self_description<
+    P, std::void_t<decltype(int{P::preference}), decltype(bool{P::has_rails}),
+                   decltype(bool{P::reaches(std::declval<const PeerInfo&>())})>> : std::true_type {
+};
+
+template <class P, class = void>
+struct has_local : std::false_type {};
+template <class P>
+struct has_local<P, std::void_t<decltype(Blob{std::declval<const typename P::Local&>().hello()})>>
+    : std::bool_constant<std::is_constructible_v<typename P::Local, const ConnectionSetup&> &&
+                         std::is_nothrow_move_constructible_v<typename P::Local>> {};
+
+template <class P, class = void>
+struct has_connection_core : std::false_type {};
+template <class P>
+struct has_connection_core<
+    P, std::void_t<decltype(std::size_t{std::declval<const typename P::Connection&>().rails()}),
+                   decltype(
+                       RailInfo{std::declval<const typename P::Connection&>().rail(std::size_t{})}),
+                   decltype(bool{std::declval<typename P::Connection&>().peer_alive()})>>
     : std::true_type {};
 
 // Optional members.
@@ -114,11 +156,6 @@ struct has_range_post<
            std::declval<const std::byte*>(), std::declval<const RailRange*>(), std::size_t{}))>>
     : std::true_type {};
 
-template <class W, class = void>
-struct has_discard : std::false_type {};
-template <class W>
-struct has_discard<W, std::void_t<decltype(std::declval<W&>().discard())>> : std::true_type {};
-
 } // namespace check
 
 /// Compile-time check of a provider against the interface above; one readable message per gap.
@@ -126,14 +163,21 @@ template <class P>
 constexpr bool provider_conforms() {
     static_assert(std::is_same_v<std::decay_t<decltype(P::id)>, Provider>,
                   "a provider needs `static constexpr Provider id`");
+    static_assert(check::has_self_description<P>::value,
+                  "a provider describes itself: `static constexpr int preference`, `static "
+                  "constexpr bool has_rails` and `static bool reaches(const PeerInfo&)`");
     static_assert(std::is_same_v<std::decay_t<decltype(P::handshake)>, bool>,
                   "a provider needs `static constexpr bool handshake`");
-    static_assert(std::is_same_v<decltype(P::hello(std::declval<const ConnectionSetup&>())), Blob>,
-                  "a provider needs `static Blob hello(const ConnectionSetup&)`");
-    static_assert(
-        std::is_constructible_v<typename P::Connection, const ConnectionSetup&, const PeerInfo&,
-                                const Blob&>,
-        "Provider::Connection must be constructible from (ConnectionSetup, PeerInfo, Blob)");
+    static_assert(check::has_local<P>::value,
+                  "a provider needs a nothrow-movable `Local` constructible from a "
+                  "ConnectionSetup, with `Blob hello() const`");
+    static_assert(std::is_constructible_v<typename P::Connection, typename P::Local&&,
+                                          const ConnectionSetup&, const PeerInfo&, const Blob&>,
+                  "Provider::Connection must be constructible from (Local&&, ConnectionSetup, "
+                  "PeerInfo, Blob)");
+    static_assert(check::has_connection_core<P>::value,
+                  "Provider::Connection needs `std::size_t rails() const`, `RailInfo "
+                  "rail(std::size_t) const` and `bool peer_alive()`");
     static_assert(std::is_nothrow_move_constructible_v<typename P::Connection>,
                   "Provider::Connection must be nothrow movable");
     static_assert(std::is_constructible_v<typename P::SendWindow, const WindowSpec&> &&
@@ -147,12 +191,39 @@ constexpr bool provider_conforms() {
                   "provider windows need describe() const, bool test(), bool peer_gone() const");
     static_assert(check::has_connect<P, typename P::SendWindow>::value &&
                       check::has_connect<P, typename P::RecvWindow>::value,
-                  "provider windows need connect(Connection&, const Blob& peer_description)");
+                  "provider windows need connect(Connection&, const Blob& peer_description, "
+                  "std::size_t peer_bytes)");
     static_assert(check::has_post<P>::value,
                   "Provider::SendWindow needs post(const std::byte*, std::size_t)");
     static_assert(check::has_receive<P>::value,
                   "Provider::RecvWindow needs init() and std::size_t received_bytes() const");
+    static_assert(!check::has_range_post<typename P::SendWindow>::value || P::has_rails,
+                  "a provider with multi-rail post(ranges) must say `has_rails = true`");
     return true;
 }
+
+/// The compiled providers as types: the variants the core holds them in and the loops over them.
+template <class... P>
+struct ProviderSet {
+    static_assert((provider_conforms<P>() && ...));
+    using Local = std::variant<std::monostate, typename P::Local...>;
+    using Connection = std::variant<std::monostate, typename P::Connection...>;
+    using SendWindow = std::variant<std::monostate, typename P::SendWindow...>;
+    using RecvWindow = std::variant<std::monostate, typename P::RecvWindow...>;
+
+    static constexpr std::size_t size = sizeof...(P);
+
+    /// Calls `f(P{})` for the provider whose id is `id`; false if it is not compiled in.
+    template <class F>
+    static bool dispatch(Provider id, F&& f) {
+        return ((P::id == id ? (f(P{}), true) : false) || ...);
+    }
+
+    /// Calls `f(P{})` for every compiled provider, in list order.
+    template <class F>
+    static void for_each(F&& f) {
+        (f(P{}), ...);
+    }
+};
 
 } // namespace pmr::detail

@@ -23,7 +23,7 @@ file(READ ${pc} pc_text)
 if(NOT pc_text MATCHES "Libs: -L.* -lpmr")
   message(FATAL_ERROR "pmr.pc has no Libs line")
 endif()
-execute_process(COMMAND ${MPIEXEC} --allow-run-as-root -np 1 ${WORK_DIR}/build/consumer
+execute_process(COMMAND ${MPIEXEC} ${MPIEXEC_FLAGS} -np 1 ${WORK_DIR}/build/consumer
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer failed")

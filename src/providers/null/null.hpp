@@ -9,14 +9,22 @@ namespace pmr::detail {
 
 struct Null {
     static constexpr Provider id = Provider::null;
+    static constexpr int preference = 0; // chosen by the target, never by the peer's location
+    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
     static constexpr bool handshake = false;
-    static Blob hello(const ConnectionSetup& /*setup*/) { return {}; }
+    static constexpr bool has_rails = false;
+
+    struct Local {
+        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
+        Blob hello() const { return {}; }
+    };
 
     class Connection {
     public:
-        Connection(const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
+        Connection(Local&& /*local*/, const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
                    const Blob& /*hello*/) noexcept {}
         std::size_t rails() const noexcept { return 1; }
+        RailInfo rail(std::size_t /*index*/) const { return {}; }
         bool peer_alive() const noexcept { return true; }
     };
 
@@ -24,7 +32,8 @@ struct Null {
     public:
         explicit Window(const WindowSpec& /*spec*/) noexcept {}
         Blob describe() const { return {}; }
-        void connect(Connection& /*connection*/, const Blob& /*peer*/) noexcept {}
+        void connect(Connection& /*connection*/, const Blob& /*peer*/,
+                     std::size_t /*peer_bytes*/) noexcept {}
         bool test() noexcept { return true; }
         bool peer_gone() const noexcept { return false; }
     };

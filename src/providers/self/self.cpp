@@ -23,6 +23,7 @@ Table& table() {
 
 Self::RecvWindow::RecvWindow(const WindowSpec& spec) : endpoint_(std::make_shared<Endpoint>()) {
     endpoint_->buffer = spec.buffer;
+    endpoint_->bytes = spec.bytes;
     receiver_.attach(&endpoint_->control, spec.buffer, nullptr);
     Table& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
@@ -35,7 +36,7 @@ Self::RecvWindow::~RecvWindow() {
         return; // moved from
     }
     // Same process, one thread per connection: no copy can be running now.
-    channel::revoke(endpoint_->control);
+    copy_channel::revoke(endpoint_->control);
     Table& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
     t.endpoints.erase(key_);
@@ -45,9 +46,11 @@ Blob Self::RecvWindow::describe() const {
     return BlobWriter().put(key_).take();
 }
 
-void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer) {
-    BlobReader reader(peer);
+void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer,
+                               std::size_t peer_bytes) {
+    BlobReader reader(peer, *where_);
     auto key = reader.get<std::uint64_t>();
+    reader.finish();
     {
         Table& t = table();
         std::lock_guard<std::mutex> lock(t.mutex);
@@ -58,6 +61,10 @@ void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer) {
     }
     if (!endpoint_) {
         raise<PeerLost>("the matching receive window was destroyed before its first use", *where_);
+    }
+    if (endpoint_->bytes != peer_bytes) {
+        reader.malformed("the receive window has " + std::to_string(endpoint_->bytes) +
+                         " B, but announced " + std::to_string(peer_bytes) + " B");
     }
     CopyTarget target;
     target.control = &endpoint_->control;

@@ -3,7 +3,7 @@
 // shared with its sender through a process-wide table, and the sender copies with one memcpy.
 #pragma once
 
-#include "providers/common/copy_sender.hpp"
+#include "base/copy_sender.hpp"
 #include "providers/interface.hpp"
 
 #include <cstdint>
@@ -13,21 +13,30 @@ namespace pmr::detail {
 
 struct Self {
     static constexpr Provider id = Provider::self;
+    static constexpr int preference = 0; // chosen by the target, never by the peer's location
+    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
     static constexpr bool handshake = true;
-    static Blob hello(const ConnectionSetup& /*setup*/) { return {}; }
+    static constexpr bool has_rails = false;
+
+    struct Local {
+        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
+        Blob hello() const { return {}; }
+    };
 
     class Connection {
     public:
-        Connection(const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
+        Connection(Local&& /*local*/, const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
                    const Blob& /*hello*/) noexcept {}
         std::size_t rails() const noexcept { return 1; }
+        RailInfo rail(std::size_t /*index*/) const { return {}; }
         bool peer_alive() const noexcept { return true; }
     };
 
     /// The receiving end, kept alive by both windows so neither outlives the memory it touches.
     struct Endpoint {
-        channel::ControlBlock control;
+        copy_channel::ControlBlock control;
         std::byte* buffer = nullptr;
+        std::size_t bytes = 0;
     };
 
     class SendWindow {
@@ -38,7 +47,7 @@ struct Self {
         ~SendWindow() { sender_.close(); }
 
         Blob describe() const { return {}; }
-        void connect(Connection& connection, const Blob& peer);
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
         void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
         bool test() { return sender_.progress(); }
         bool peer_gone() const noexcept { return false; }
@@ -57,7 +66,8 @@ struct Self {
         ~RecvWindow();
 
         Blob describe() const;
-        void connect(Connection& /*connection*/, const Blob& /*peer*/) noexcept {}
+        void connect(Connection& /*connection*/, const Blob& /*peer*/,
+                     std::size_t /*peer_bytes*/) noexcept {}
         void init() noexcept { receiver_.init(); }
         bool test() noexcept { return receiver_.test(); }
         std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }

@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "providers/shm/shm.hpp"
 
-#include "core/backoff.hpp"
+#include "base/backoff.hpp"
 
 #include <cerrno>
-#include <csignal>
+#include <limits>
 #include <new>
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 
@@ -16,59 +14,57 @@ namespace {
 
 constexpr std::size_t control_bytes = 4096;
 
-// Layout of a receive window's description, as sent to the sender.
-struct Description {
-    std::int32_t pid;
-    std::int32_t control_fd;
-    std::int32_t buffer_fd; // -1: the buffer is not pmr memory
-    std::int32_t has_staging;
-    std::uint64_t buffer_offset;
-    std::uint64_t address;
-    std::uint64_t bytes;
-};
-
 } // namespace
 
-Shm::Connection::Connection(const ConnectionSetup& setup, const PeerInfo& peer,
+Shm::Description Shm::parse_description(const Blob& message, pid_t peer_pid, std::size_t peer_bytes,
+                                        const std::string& where) {
+    BlobReader reader(message, where);
+    const auto d = reader.get<Description>();
+    reader.finish();
+    if (d.pid != peer_pid) {
+        reader.malformed("the receive window names process " + std::to_string(d.pid) +
+                         ", but the peer is process " + std::to_string(peer_pid));
+    }
+    if (d.bytes != peer_bytes) {
+        reader.malformed("the receive window describes " + std::to_string(d.bytes) +
+                         " B, but announced " + std::to_string(peer_bytes) + " B");
+    }
+    if (d.control_fd < 0 || d.buffer_fd < -1 || (d.has_staging != 0 && d.has_staging != 1)) {
+        reader.malformed("bad descriptors (" + std::to_string(d.control_fd) + ", " +
+                         std::to_string(d.buffer_fd) + ")");
+    }
+    // The receiver stages exactly when its buffer is not pmr memory and not empty.
+    if ((d.has_staging == 1) != (d.buffer_fd < 0 && d.bytes > 0)) {
+        reader.malformed("a staging area that does not fit the buffer");
+    }
+    if (d.buffer_fd >= 0 && d.buffer_offset > std::numeric_limits<std::uint64_t>::max() - d.bytes) {
+        reader.malformed("a buffer beyond the end of its memory file");
+    }
+    if (d.bytes > 0 && d.address == 0) {
+        reader.malformed("a null buffer address");
+    }
+    return d;
+}
+
+Shm::Connection::Connection(Local&& /*local*/, const ConnectionSetup& setup, const PeerInfo& peer,
                             const Blob& /*hello*/)
-    : pid_(peer.pid) {
+    : process_(peer.pid) {
     if (!peer.same_node) {
         raise<ProviderError>("shared memory cannot reach a peer on another node (" + peer.node +
                                  ")",
                              setup.where, "Unset PMR_PROVIDER=shm or use a network provider.");
     }
-    // A pidfd tells reliably when the peer exits, even if its pid is reused; kill(pid, 0) is the
-    // fallback on kernels without pidfd_open.
-    pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-}
-
-Shm::Connection::Connection(Connection&& other) noexcept
-    : pid_(other.pid_), pidfd_(std::exchange(other.pidfd_, -1)) {}
-
-Shm::Connection::~Connection() {
-    if (pidfd_ >= 0) {
-        close(pidfd_);
-    }
-}
-
-bool Shm::Connection::peer_alive() const noexcept {
-    if (pidfd_ >= 0) {
-        pollfd p{pidfd_, POLLIN, 0};
-        return poll(&p, 1, 0) == 0; // readable once the process has exited
-    }
-    return kill(pid_, 0) == 0 || errno != ESRCH;
 }
 
 Shm::SendWindow::SendWindow(const WindowSpec& spec) noexcept : where_(spec.where) {}
 
-void Shm::SendWindow::connect(Connection& connection, const Blob& peer) {
-    BlobReader reader(peer);
-    const auto d = reader.get<Description>();
+void Shm::SendWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
     const pid_t pid = connection.peer_pid();
+    const Description d = parse_description(peer, pid, peer_bytes, *where_);
     const std::size_t staging = d.has_staging != 0 ? d.bytes : 0;
     control_ = SharedMapping::open(pid, d.control_fd, 0, control_bytes + staging, where_->c_str());
     CopyTarget target;
-    target.control = reinterpret_cast<channel::ControlBlock*>(control_.data());
+    target.control = reinterpret_cast<copy_channel::ControlBlock*>(control_.data());
     target.staging = d.has_staging != 0 ? control_.data() + control_bytes : nullptr;
     if (d.buffer_fd >= 0 && d.bytes > 0) {
         buffer_ = SharedMapping::open(pid, d.buffer_fd, d.buffer_offset, d.bytes, where_->c_str());
@@ -91,19 +87,19 @@ Shm::RecvWindow::RecvWindow(const WindowSpec& spec)
     const bool staging = location_.fd < 0 && spec.bytes > 0;
     control_ =
         SharedMapping::create(control_bytes + (staging ? spec.bytes : 0), spec.where->c_str());
-    auto* control = new (control_.data()) channel::ControlBlock();
+    auto* control = new (control_.data()) copy_channel::ControlBlock();
     receiver_.attach(control, spec.buffer, staging ? control_.data() + control_bytes : nullptr);
 }
 
 Shm::RecvWindow::~RecvWindow() {
-    channel::ControlBlock* control = receiver_.control();
+    copy_channel::ControlBlock* control = receiver_.control();
     if (control == nullptr || !control_) {
         return; // moved from
     }
     // A sender may be copying into our user buffer right now (cross-memory attach): wait until it
     // is done before the buffer can be freed. Bounded, and abandoned if the peer has died.
     Backoff backoff;
-    while (channel::revoke(*control) != 0) {
+    while (copy_channel::revoke(*control) != 0) {
         if (backoff.pause() && (backoff.elapsed_seconds() > 10.0 ||
                                 (connection_ != nullptr && !connection_->peer_alive()))) {
             break;
@@ -123,7 +119,8 @@ Blob Shm::RecvWindow::describe() const {
     return BlobWriter().put(d).take();
 }
 
-void Shm::RecvWindow::connect(Connection& connection, const Blob& /*peer*/) noexcept {
+void Shm::RecvWindow::connect(Connection& connection, const Blob& /*peer*/,
+                              std::size_t /*peer_bytes*/) noexcept {
     connection_ = &connection;
 }
 

@@ -13,8 +13,9 @@
 // Memory files have no name, so a crash leaves nothing behind in /dev/shm.
 #pragma once
 
-#include "core/shared_memory.hpp"
-#include "providers/common/copy_sender.hpp"
+#include "base/copy_sender.hpp"
+#include "base/peer_process.hpp"
+#include "base/shared_memory.hpp"
 #include "providers/interface.hpp"
 
 #include <memory>
@@ -23,26 +24,50 @@ namespace pmr::detail {
 
 struct Shm {
     static constexpr Provider id = Provider::shm;
+    static constexpr int preference = 30;
+    /// Peers on this node, which can map its memory files and be written by cross-memory attach.
+    static bool reaches(const PeerInfo& peer) noexcept { return peer.same_node; }
     static constexpr bool handshake = true;
-    static Blob hello(const ConnectionSetup& /*setup*/) { return {}; }
+    static constexpr bool has_rails = false;
+
+    struct Local {
+        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
+        Blob hello() const { return {}; }
+    };
 
     class Connection {
     public:
         /// @throws ProviderError if the peer is on another node.
-        Connection(const ConnectionSetup& setup, const PeerInfo& peer, const Blob& hello);
-        Connection(Connection&& other) noexcept;
-        Connection& operator=(Connection&& other) = delete;
-        ~Connection();
+        Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
+                   const Blob& hello);
 
         std::size_t rails() const noexcept { return 1; }
+        RailInfo rail(std::size_t /*index*/) const { return {"shared memory", 0.0}; }
         /// False once the peer process has exited.
-        bool peer_alive() const noexcept;
-        pid_t peer_pid() const noexcept { return pid_; }
+        bool peer_alive() const noexcept { return process_.alive(); }
+        pid_t peer_pid() const noexcept { return process_.pid(); }
 
     private:
-        pid_t pid_ = 0;
-        int pidfd_ = -1;
+        PeerProcess process_;
     };
+
+    /// A receive window's description, as sent to the sender.
+    struct Description {
+        std::int32_t pid;
+        std::int32_t control_fd;
+        std::int32_t buffer_fd; ///< -1: the buffer is not pmr memory
+        std::int32_t has_staging;
+        std::uint64_t buffer_offset;
+        std::uint64_t address;
+        std::uint64_t bytes;
+    };
+
+    /// Reads and checks a receive window's description against what the sender knows: the peer's
+    /// pid from the handshake and the window size it announced. Whether the descriptors name
+    /// memory files large enough is checked when they are mapped (SharedMapping::open).
+    /// @throws ProviderError naming `where` for anything that does not fit.
+    static Description parse_description(const Blob& message, pid_t peer_pid,
+                                         std::size_t peer_bytes, const std::string& where);
 
     class SendWindow {
     public:
@@ -52,7 +77,8 @@ struct Shm {
         ~SendWindow() { sender_.close(); }
 
         Blob describe() const { return {}; }
-        void connect(Connection& connection, const Blob& peer);
+        /// @throws ProviderError for a description that does not fit the peer's window.
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
         void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
         bool test() { return sender_.progress(); }
         bool peer_gone() const noexcept { return false; }
@@ -72,7 +98,7 @@ struct Shm {
         ~RecvWindow();
 
         Blob describe() const;
-        void connect(Connection& connection, const Blob& peer) noexcept;
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) noexcept;
         void init() noexcept { receiver_.init(); }
         bool test() noexcept { return receiver_.test(); }
         std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }

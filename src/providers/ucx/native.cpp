@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "providers/ucx/native.hpp"
 
-#include "core/backoff.hpp"
-#include "core/environment.hpp"
-#include "core/error.hpp"
+#include "base/backoff.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -7,7 +7,7 @@
 // requires children to go first and the provider's objects die in whatever order the user's do.
 #pragma once
 
-#include "core/blob.hpp"
+#include "base/blob.hpp"
 
 #include <ucp/api/ucp.h>
 

@@ -2,12 +2,13 @@
 // The ucx provider: UCP one-sided puts over any network UCX supports, and load/store through UCX
 // shared memory between processes on one node.
 //
-// Set-up. Each process has one UCP context and worker per rail (rails.hpp), created at first use
-// and shared by all connections; a connection has one endpoint per rail to the peer's workers. A
-// receive window owns an inbox (ucx::Inbox: the slots of the copy channel of providers/common, in
-// memory UCX allocates) and registers its buffer on every rail; a send window owns a credit cell
-// (one cache line of UCX memory). Addresses and packed remote keys travel in describe() when the
-// window is constructed; connect() unpacks the peer's keys.
+// Set-up. Each process has one UCP context and worker per rail (process.hpp), created when the
+// first connection uses UCX and shared by all connections; a connection has one endpoint per rail
+// to the peer's workers. A receive window owns an inbox (rails::Inbox: the slots of the copy
+// channel, in memory UCX allocates) and registers its buffer on every rail; a send window owns a
+// credit cell (one cache line of UCX memory). The put path is the shared rail protocol of
+// rails/put_path.hpp over UCX (transport.hpp). Addresses and packed remote keys travel in
+// describe() when the window is constructed; connect() unpacks the peer's keys.
 //
 // Data path of round n, chosen per window at connect() and logged with PMR_DEBUG=1; no MPI, no
 // handshake per round:
@@ -31,21 +32,23 @@
 //     acquire load; on the put path it also progresses the workers, which TCP needs.
 //
 // Teardown. A window that goes away tells its peer by a notice (an active message dispatched by
-// window id, see rails.hpp); a send window on every rail that carried pieces, each notice behind
-// that rail's puts, so that none overtakes them, without waiting for the peer's progress. A
-// receiver destroyed while its sender may be putting into its memory (a credit it granted is
-// unused) waits, bounded, until the sender acknowledges or finishes the round. Memory whose keys a
-// peer may still unpack outlives its window (UCX 1.13 crashes on keys of freed shared memory).
+// window id through the rails registry); a send window on every rail that carried pieces, each
+// notice behind that rail's puts, so that none overtakes them, without waiting for the peer's
+// progress. A receiver destroyed while its sender may be putting into its memory (a credit it
+// granted is unused) waits, bounded, until the sender acknowledges or finishes the round. Memory
+// whose keys a peer may still unpack outlives its window (UCX 1.13 crashes on keys of freed shared
+// memory).
 //
 // Peer failure: UCP_ERR_HANDLING_MODE_PEER to peers on other nodes; for peers on this node a pidfd,
 // because in peer error-handling mode UCX 1.13 gives up its shared-memory transports.
 #pragma once
 
-#include "core/shared_memory.hpp"
-#include "providers/common/channel.hpp"
+#include "base/copy_channel.hpp"
+#include "base/peer_process.hpp"
+#include "base/shared_memory.hpp"
 #include "providers/interface.hpp"
 #include "providers/ucx/native.hpp"
-#include "providers/ucx/rails.hpp"
+#include "providers/ucx/process.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -59,49 +62,44 @@ namespace pmr::detail {
 
 struct Ucx {
     static constexpr Provider id = Provider::ucx;
+    static constexpr int preference = 10;
+    /// Any peer: whether UCX has a transport to it shows when the endpoint is created.
+    static bool reaches(const PeerInfo& /*peer*/) noexcept { return true; }
     static constexpr bool handshake = true;
-    /// Worker addresses of every rail; creates the rails at the first call.
-    static Blob hello(const ConnectionSetup& setup);
+    static constexpr bool has_rails = true;
 
-    /// Memory for library-owned windows, used by the core when ucx is a connection's only
-    /// candidate: allocated by UCX (UCP_MEM_MAP_ALLOCATE), so that a peer on the node maps it by
-    /// ucp_rkey_ptr.
+    /// Memory for library-owned windows of UCX connections: allocated by UCX
+    /// (UCP_MEM_MAP_ALLOCATE), so that a peer on the node maps it by ucp_rkey_ptr.
     static void* allocate(std::size_t bytes, const std::string& where);
     static void deallocate(void* pointer) noexcept;
 
-    /// Watches a process on this node through a pidfd, which tells reliably when it exits.
-    class PeerProcess {
-    public:
-        PeerProcess() noexcept = default;
-        explicit PeerProcess(pid_t pid) noexcept;
-        PeerProcess(const PeerProcess&) = delete;
-        PeerProcess& operator=(const PeerProcess&) = delete;
-        PeerProcess(PeerProcess&& other) noexcept;
-        PeerProcess& operator=(PeerProcess&& other) noexcept;
-        ~PeerProcess();
-        bool alive() const noexcept;
+    /// This side of a connection before the handshake: the process's UCX state, started here when
+    /// the first connection uses UCX, and the worker addresses of every rail for the peer.
+    struct Local {
+        explicit Local(const ConnectionSetup& setup);
+        Blob hello() const;
 
-    private:
-        pid_t pid_ = 0;
-        int pidfd_ = -1;
+        std::shared_ptr<ucx::UcxProcess> process;
     };
 
     class Connection {
     public:
         /// @throws ProviderError if the peer cannot be reached (no transport in common).
-        Connection(const ConnectionSetup& setup, const PeerInfo& peer, const Blob& hello);
+        Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
+                   const Blob& hello);
         Connection(Connection&& other) noexcept = default;
         Connection& operator=(Connection&& other) = delete;
         ~Connection() = default;
 
         std::size_t rails() const noexcept { return endpoints_.size(); }
+        RailInfo rail(std::size_t index) const;
         /// Progresses the workers (notices, keep-alive) and checks the endpoints and the process.
         bool peer_alive();
 
         const std::shared_ptr<ucx::Endpoint>& endpoint(std::size_t rail) const noexcept {
             return endpoints_[rail];
         }
-        ucx::RailSet& rail_set() const noexcept { return *rails_; }
+        ucx::UcxProcess& process() const noexcept { return *process_; }
         /// Progresses the workers of every rail. Every wait progresses them all, whatever it
         /// waits for: over TCP the peer's data and puts on any rail move only while this side
         /// progresses that rail, and the peer may be waiting for them to give what this side
@@ -111,11 +109,11 @@ struct Ucx {
         pid_t peer_pid() const noexcept { return pid_; }
 
     private:
-        std::shared_ptr<ucx::RailSet> rails_;
+        std::shared_ptr<ucx::UcxProcess> process_;
         std::vector<std::shared_ptr<ucx::Endpoint>> endpoints_;
         bool same_node_ = false;
         pid_t pid_ = 0;
-        PeerProcess process_;
+        PeerProcess peer_process_;
     };
 
     class SendWindow {
@@ -126,13 +124,11 @@ struct Ucx {
         ~SendWindow();
 
         Blob describe() const;
-        void connect(Connection& connection, const Blob& peer);
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
         void post(const std::byte* data, std::size_t bytes);
         void post(const std::byte* data, const RailRange* ranges, std::size_t count);
         bool test();
         bool peer_gone() const noexcept;
-        /// The connection chose another provider: no peer will ever write into this window.
-        void discard() noexcept;
 
         struct State;
 
@@ -148,13 +144,11 @@ struct Ucx {
         ~RecvWindow();
 
         Blob describe() const;
-        void connect(Connection& connection, const Blob& peer);
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
         void init();
         bool test();
         std::size_t received_bytes() const noexcept;
         bool peer_gone() const noexcept;
-        /// The connection chose another provider: no sender will ever unpack this window's keys.
-        void discard() noexcept;
 
         struct State;
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-#include "providers/ucx/rails.hpp"
+#include "providers/ucx/process.hpp"
 
-#include "core/environment.hpp"
-#include "core/error.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
+#include "rails/settings.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -27,62 +28,21 @@ const char* variable(const char* name) {
     raise<ArgumentError>("environment variable " + assignment + " " + why, "ucx provider", todo);
 }
 
-std::vector<std::string> split_devices(const char* text) {
-    std::vector<std::string> devices;
-    std::string current;
-    for (const char* p = text;; ++p) {
-        if (*p == ',' || *p == '\0') {
-            if (current.empty()) {
-                bad_setting(
-                    std::string("PMR_UCX_DEVICES='") + text + "'", "has an empty entry",
-                    "Give device names separated by commas, e.g. PMR_UCX_DEVICES=eth0,eth1.");
-            }
-            // Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
-            if (current.find(':') == std::string::npos && if_nametoindex(current.c_str()) == 0) {
-                bad_setting(std::string("PMR_UCX_DEVICES='") + text + "'",
-                            "names '" + current + "', which is no network device of this host",
-                            "List the devices with `ucx_info -d` or `ip link`.");
-            }
-            devices.push_back(current);
-            current.clear();
-            if (*p == '\0') {
-                break;
-            }
-        } else if (*p != ' ') {
-            current += *p;
-        }
+// Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
+std::string check_device(const std::string& device) {
+    if (device.find(':') == std::string::npos && if_nametoindex(device.c_str()) == 0) {
+        return "which is no network device of this host";
     }
-    return devices;
+    return {};
 }
 
 } // namespace
 
 UcxSettings read_ucx_settings() {
     UcxSettings s;
-    if (const char* devices = variable("PMR_UCX_DEVICES")) {
-        s.devices = split_devices(devices);
-        s.rails = s.devices.size();
-    }
-    if (const char* rails = variable("PMR_UCX_RAILS")) {
-        char* end = nullptr;
-        const long n = std::strtol(rails, &end, 10);
-        if (end == rails || *end != '\0' || n < 1 || n > static_cast<long>(max_rails)) {
-            bad_setting(std::string("PMR_UCX_RAILS='") + rails + "'",
-                        "is not a rail count from 1 to " + std::to_string(max_rails),
-                        "Unset it or give e.g. PMR_UCX_RAILS=2.");
-        }
-        if (!s.devices.empty() && static_cast<std::size_t>(n) != s.devices.size()) {
-            bad_setting(std::string("PMR_UCX_RAILS=") + rails,
-                        "disagrees with the " + std::to_string(s.devices.size()) +
-                            " devices of PMR_UCX_DEVICES",
-                        "Set only one of them; PMR_UCX_DEVICES opens one rail per device.");
-        }
-        s.rails = static_cast<std::size_t>(n);
-    }
-    if (s.devices.size() > max_rails) {
-        bad_setting("PMR_UCX_DEVICES", "names more than " + std::to_string(max_rails) + " devices",
-                    "Name fewer devices.");
-    }
+    const rails::RailSettings rails = rails::read_rail_settings("ucx", max_rails, &check_device);
+    s.devices = rails.devices;
+    s.rails = rails.rails;
     if (const char* rkey_ptr = variable("PMR_UCX_RKEY_PTR")) {
         s.load_store = std::strcmp(rkey_ptr, "0") != 0;
     }
@@ -127,7 +87,7 @@ namespace {
 // drops them at exit while UCX is still loaded; objects that outlive it keep their own reference.
 struct Holder {
     std::mutex mutex;
-    std::shared_ptr<RailSet> rails;
+    std::shared_ptr<UcxProcess> rails;
     static inline bool gone = false;
     Holder() = default;
     Holder(const Holder&) = delete;
@@ -142,19 +102,19 @@ Holder& holder() {
 
 } // namespace
 
-std::shared_ptr<RailSet> RailSet::instance(const std::string& where) {
+std::shared_ptr<UcxProcess> UcxProcess::instance(const std::string& where) {
     if (Holder::gone) {
         raise<UsageError>("pmr objects created during exit", where);
     }
     Holder& h = holder();
     std::lock_guard<std::mutex> lock(h.mutex);
     if (!h.rails) {
-        h.rails = std::make_shared<RailSet>(ucx_settings(), where);
+        h.rails = std::make_shared<UcxProcess>(ucx_settings(), where);
     }
     return h.rails;
 }
 
-std::shared_ptr<RailSet> RailSet::existing() noexcept {
+std::shared_ptr<UcxProcess> UcxProcess::existing() noexcept {
     if (Holder::gone) {
         return nullptr;
     }
@@ -163,7 +123,8 @@ std::shared_ptr<RailSet> RailSet::existing() noexcept {
     return h.rails;
 }
 
-RailSet::RailSet(UcxSettings settings, const std::string& where) : settings_(std::move(settings)) {
+UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
+    : settings_(std::move(settings)) {
     for (std::size_t i = 0; i < settings_.rails; ++i) {
         Rail rail;
         rail.device = i < settings_.devices.size() ? settings_.devices[i] : std::string();
@@ -178,7 +139,7 @@ RailSet::RailSet(UcxSettings settings, const std::string& where) : settings_(std
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                          UCP_AM_HANDLER_PARAM_FIELD_ARG;
     handler.id = notice_id;
-    handler.cb = &RailSet::on_notice;
+    handler.cb = &UcxProcess::on_notice;
     handler.arg = this;
     for (const Rail& rail : rails_) {
         check(ucp_worker_set_am_recv_handler(rail.worker->get(), &handler),
@@ -191,7 +152,7 @@ RailSet::RailSet(UcxSettings settings, const std::string& where) : settings_(std
     debug_log("ucx: " + std::to_string(rails_.size()) + " rail(s): " + text);
 }
 
-RailSet::~RailSet() {
+UcxProcess::~UcxProcess() {
     // At exit the peers are usually closing too, and each close makes progress for the other. All
     // at once: a close may wait for the peer to progress its rail, and peers close in any order.
     constexpr double exit_grace_seconds = 3.0;
@@ -234,8 +195,8 @@ RailSet::~RailSet() {
     }
 }
 
-std::shared_ptr<Endpoint> RailSet::endpoint(std::size_t rail, const Blob& address, bool peer_errors,
-                                            const std::string& where) {
+std::shared_ptr<Endpoint> UcxProcess::endpoint(std::size_t rail, const Blob& address,
+                                               bool peer_errors, const std::string& where) {
     std::lock_guard<std::mutex> lock(endpoints_mutex_);
     auto& endpoints = endpoints_[rail];
     auto it = endpoints.find(address);
@@ -251,93 +212,40 @@ std::shared_ptr<Endpoint> RailSet::endpoint(std::size_t rail, const Blob& addres
 // Credit cells
 // -------------------------------------------------------------------------------------------------
 
-CreditCell RailSet::acquire_cell(const std::string& where) {
+CreditCell UcxProcess::acquire_cell(const std::string& where) {
+    if (auto cell = registry_.take_cell()) {
+        return *cell;
+    }
+    // A new chunk, mapped outside the lock: the notice handler takes locks inside UCX progress.
+    Chunk chunk;
+    chunk.memory =
+        MemoryHandle::allocate(rails_[0].context, cells_per_chunk * copy_channel::cache_line,
+                               cells_per_chunk * copy_channel::cache_line, where);
+    chunk.key = chunk.memory.pack(where);
+    std::byte* memory = chunk.memory.data();
+    std::uint32_t index = 0;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!free_cells_.empty()) {
-            CreditCell cell = free_cells_.back();
-            free_cells_.pop_back();
-            cell.word->store(0, std::memory_order_relaxed);
-            return cell;
-        }
+        index = static_cast<std::uint32_t>(chunks_.size());
+        chunks_.push_back(std::move(chunk));
     }
-    // A new chunk, mapped outside the lock: the notice handler takes the lock inside UCX progress.
-    Chunk chunk;
-    chunk.memory = MemoryHandle::allocate(rails_[0].context, cells_per_chunk * channel::cache_line,
-                                          cells_per_chunk * channel::cache_line, where);
-    chunk.key = chunk.memory.pack(where);
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto index = static_cast<std::uint32_t>(chunks_.size());
-    for (std::size_t i = cells_per_chunk; i-- > 0;) {
-        std::byte* line = chunk.memory.data() + i * channel::cache_line;
-        CreditCell cell;
-        cell.word = new (line) std::atomic<std::uint64_t>(0);
-        cell.address = reinterpret_cast<std::uintptr_t>(line);
-        cell.chunk = index;
-        cell.index = static_cast<std::uint32_t>(i);
-        free_cells_.push_back(cell);
+    registry_.add_chunk(memory, reinterpret_cast<std::uintptr_t>(memory), cells_per_chunk, index);
+    if (auto cell = registry_.take_cell()) {
+        return *cell;
     }
-    chunks_.push_back(std::move(chunk));
-    CreditCell cell = free_cells_.back();
-    free_cells_.pop_back();
-    return cell;
+    raise<ProviderError>("no credit cell after adding a chunk", where);
 }
 
-Blob RailSet::cell_key(const CreditCell& cell) const {
+Blob UcxProcess::cell_key(const CreditCell& cell) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return chunks_[cell.chunk].key;
 }
 
-void RailSet::release_cell(const CreditCell& cell) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    release_cell_locked(cell);
-}
-
-void RailSet::release_cell_locked(const CreditCell& cell) noexcept {
-    try {
-        free_cells_.push_back(cell);
-    } catch (...) { // NOLINT(bugprone-empty-catch): out of memory: the cell stays unused
-    }
-}
-
 // -------------------------------------------------------------------------------------------------
-// Registry and notices
+// Notices
 // -------------------------------------------------------------------------------------------------
 
-void RailSet::add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Link& link = links_[id];
-    link.role = Link::Role::sender;
-    link.sender_state = state;
-}
-
-void RailSet::add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
-                           std::atomic<bool>* connected) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Link& link = links_[id];
-    link.role = Link::Role::receiver;
-    link.inbox = inbox;
-    link.acked = acked;
-    link.connected = connected;
-}
-
-void RailSet::remove(std::uint64_t id) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    links_.erase(id);
-}
-
-void RailSet::retire(std::uint64_t id, const CreditCell& cell) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = links_.find(id);
-    if (it == links_.end()) {
-        return;
-    }
-    it->second.role = Link::Role::retired;
-    it->second.sender_state = nullptr;
-    it->second.cell = cell;
-}
-
-void RailSet::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
+void UcxProcess::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
     if (!memory) {
         return;
     }
@@ -351,7 +259,7 @@ void RailSet::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
     }
 }
 
-ucs_status_t RailSet::post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
+ucs_status_t UcxProcess::post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
     // The node is allocated before the send, so that keeping an unfinished send cannot fail.
     std::list<NoticeInFlight> node;
     node.push_back({nullptr, std::make_unique<Notice>(notice)});
@@ -372,7 +280,7 @@ ucs_status_t RailSet::post_notice(ucp_ep_h endpoint, const Notice& notice, bool 
     return UCS_OK;
 }
 
-void RailSet::reap_notices_locked() noexcept {
+void UcxProcess::reap_notices_locked() noexcept {
     for (auto it = notices_.begin(); it != notices_.end();) {
         if (ucp_request_check_status(it->request) == UCS_INPROGRESS) {
             ++it;
@@ -383,13 +291,13 @@ void RailSet::reap_notices_locked() noexcept {
     }
 }
 
-void RailSet::send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
-                          const std::string& where) {
+void UcxProcess::send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
+                             const std::string& where) {
     check(post_notice(endpoint.get(), notice, reply), "ucp_am_send_nbx", where);
 }
 
-Request RailSet::signal(const Endpoint& endpoint, const Notice& notice, const void* data,
-                        std::size_t bytes, const std::string& where) {
+Request UcxProcess::signal(const Endpoint& endpoint, const Notice& notice, const void* data,
+                           std::size_t bytes, const std::string& where) {
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     params.flags = UCP_AM_SEND_FLAG_EAGER; // the handler needs the data in its call
@@ -398,93 +306,31 @@ Request RailSet::signal(const Endpoint& endpoint, const Notice& notice, const vo
         "ucp_am_send_nbx", where};
 }
 
-ucs_status_t RailSet::on_notice(void* arg, const void* header, std::size_t header_length,
-                                void* data, std::size_t length, const ucp_am_recv_param_t* param) {
+ucs_status_t UcxProcess::on_notice(void* arg, const void* header, std::size_t header_length,
+                                   void* data, std::size_t length,
+                                   const ucp_am_recv_param_t* param) {
     if (header_length != sizeof(Notice) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
         return UCS_OK; // not ours (pmr sends only small eager messages)
     }
     Notice notice;
     std::memcpy(&notice, header, sizeof notice);
     const bool can_reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0;
-    static_cast<RailSet*>(arg)->handle(notice, data, length, can_reply ? param->reply_ep : nullptr);
+    static_cast<UcxProcess*>(arg)->handle(notice, data, length,
+                                          can_reply ? param->reply_ep : nullptr);
     return UCS_OK;
 }
 
-void RailSet::handle(const Notice& notice, const void* data, std::size_t bytes,
-                     ucp_ep_h reply_endpoint) {
-    bool acknowledge = false;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto it = links_.find(notice.target);
-        Link* link = it != links_.end() ? &it->second : nullptr;
-        switch (notice.kind) {
-        case NoticeKind::receiver_closed:
-            acknowledge = notice.round != 0;
-            if (link != nullptr && link->role == Link::Role::sender) {
-                const std::uint32_t before =
-                    link->sender_state->fetch_or(revoked_bit, std::memory_order_acq_rel);
-                // A sender in the middle of its puts finishes the round: the receiver waits for the
-                // sequence word instead of an acknowledgement.
-                acknowledge = acknowledge && (before & writing_bit) == 0;
-            } else if (link != nullptr && link->role == Link::Role::retired) {
-                release_cell_locked(link->cell);
-                links_.erase(it);
-            }
-            break;
-        case NoticeKind::sender_closed:
-            if (link != nullptr && link->role == Link::Role::receiver && notice.rail < max_rails) {
-                // Closed once every rail that carried pieces has said so behind its last puts.
-                link->closed_rails |= 1U << notice.rail;
-                const std::uint32_t all = notice.rails | 1U;
-                if ((link->closed_rails & all) == all) {
-                    link->inbox->block.sender_closed.store(1, std::memory_order_release);
-                }
-            }
-            break;
-        case NoticeKind::arrived:
-            if (link != nullptr && link->role == Link::Role::receiver) {
-                // The pieces came before this message on the same lane: publish them.
-                if (notice.rail == 0 && bytes > 0 && bytes == notice.bytes &&
-                    bytes <= channel::inline_capacity) {
-                    channel::slot_of(link->inbox->block, notice.round).reserved = 0;
-                    channel::publish_inline(link->inbox->block, notice.round,
-                                            static_cast<const std::byte*>(data), bytes);
-                } else if (notice.rail == 0) {
-                    channel::Slot& slot = channel::slot_of(link->inbox->block, notice.round);
-                    slot.reserved = notice.rails;
-                    channel::publish(link->inbox->block, notice.round, notice.bytes,
-                                     channel::Delivery::direct);
-                } else if (notice.rail < max_rails) {
-                    link->inbox->rail_round[notice.rail].store(notice.round,
-                                                               std::memory_order_release);
-                }
-            }
-            break;
-        case NoticeKind::revoke_ack:
-            if (link != nullptr && link->role == Link::Role::receiver) {
-                link->acked->store(true, std::memory_order_release);
-            }
-            break;
-        case NoticeKind::sender_connected:
-            if (link != nullptr && link->role == Link::Role::receiver) {
-                link->connected->store(true, std::memory_order_release);
-            }
-            break;
-        }
-    }
-    // Outside the lock: over UCX's self transport the answer runs this handler right away.
-    if (acknowledge && reply_endpoint != nullptr) {
+void UcxProcess::handle(const Notice& notice, const void* data, std::size_t bytes,
+                        ucp_ep_h reply_endpoint) {
+    const std::optional<Notice> answer = registry_.handle(notice, data, bytes);
+    // Outside the registry's lock: over UCX's self transport the answer runs this handler again.
+    if (answer && reply_endpoint != nullptr) {
         // The acknowledgement must not overtake the puts of earlier rounds.
         ucp_worker_fence(rails_[0].worker->get());
-        Notice ack;
-        ack.target = notice.from;
-        ack.from = notice.target;
-        ack.round = notice.round;
-        ack.kind = NoticeKind::revoke_ack;
         // A failure needs no handling: the receiver's wait for the acknowledgement is bounded.
         // Nothing may escape into UCX, which called this handler.
         try {
-            (void)post_notice(reply_endpoint, ack, false);
+            (void)post_notice(reply_endpoint, *answer, false);
         } catch (const std::bad_alloc&) {
             // No acknowledgement: the receiver's bounded wait covers it, as for a lost one.
         }
@@ -495,7 +341,7 @@ void RailSet::handle(const Notice& notice, const void* data, std::size_t bytes,
 // Library-owned memory
 // -------------------------------------------------------------------------------------------------
 
-void* RailSet::allocate(std::size_t bytes, const std::string& where) {
+void* UcxProcess::allocate(std::size_t bytes, const std::string& where) {
     // pmr promises zeroed window memory.
     auto memory = std::make_shared<MemoryHandle>(
         MemoryHandle::allocate(rails_[0].context, bytes, bytes, where));
@@ -505,7 +351,7 @@ void* RailSet::allocate(std::size_t bytes, const std::string& where) {
     return data;
 }
 
-void RailSet::deallocate(void* pointer) noexcept {
+void UcxProcess::deallocate(void* pointer) noexcept {
     std::shared_ptr<MemoryHandle> memory; // released outside the lock
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
@@ -515,7 +361,7 @@ void RailSet::deallocate(void* pointer) noexcept {
     }
 }
 
-std::shared_ptr<MemoryHandle> RailSet::allocation(const void* pointer, std::size_t bytes) const {
+std::shared_ptr<MemoryHandle> UcxProcess::allocation(const void* pointer, std::size_t bytes) const {
     const auto address = reinterpret_cast<std::uintptr_t>(pointer);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.upper_bound(address);

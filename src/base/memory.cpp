@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // pmr::allocate and the shared mappings behind it.
-#include "core/error.hpp"
-#include "core/shared_memory.hpp"
+#include "base/error.hpp"
+#include "base/shared_memory.hpp"
 
 #include <pmr/memory.hpp>
 
@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
 
@@ -60,6 +61,18 @@ SharedMapping SharedMapping::open(pid_t pid, int fd, std::size_t offset, std::si
         raise_system("open of the peer's shared memory", errno, where,
                      "The peer process must be alive, run as the same user, and /proc must be "
                      "mounted; set PMR_PROVIDER to another provider otherwise.");
+    }
+    // A description that names more than the file holds would map pages that fault (SIGBUS) on
+    // the first copy: check the size first.
+    struct stat status {};
+    if (fstat(local, &status) != 0 || status.st_size < 0 ||
+        offset > static_cast<std::size_t>(status.st_size) ||
+        bytes > static_cast<std::size_t>(status.st_size) - offset) {
+        ::close(local);
+        raise<ProviderError>("the peer's shared memory is smaller than its description says (" +
+                                 std::to_string(offset) + " + " + std::to_string(bytes) +
+                                 " B of a file of " + std::to_string(status.st_size) + " B)",
+                             where, "Are both sides running the same pmr version?");
     }
     const std::size_t page = page_size();
     const std::size_t start = offset / page * page;

@@ -13,8 +13,11 @@ struct Settings {
     double timeout_seconds = 0.0;
     /// PMR_PROVIDER: provider forced for inter-process connections (raw text, validated later).
     std::optional<std::string> provider;
-    /// PMR_SPIN_US: microseconds a wait spins before it starts yielding the core.
+    /// PMR_SPIN_US: microseconds a wait spins before it starts yielding the core (the ceiling of
+    /// the adaptive budget, see backoff.hpp).
     double spin_microseconds = 20.0;
+    /// Whether PMR_SPIN_US was set, which fixes the budget.
+    bool spin_fixed = false;
     /// PMR_SHM_CMA: 0 disables cross-memory attach in the shm provider (staging copies instead).
     bool shm_cma = true;
     /// PMR_SHM_CMA_THRESHOLD: from this many bytes on, user-buffer windows use CMA, below it
@@ -23,6 +26,13 @@ struct Settings {
     /// PMR_STREAM_THRESHOLD: copies into another process's memory of at least this many bytes use
     /// streaming (non-temporal) stores; 0 (the default) never does. See copy.hpp for why.
     std::size_t stream_threshold = 0;
+    /// PMR_WARN_AFTER: seconds a set-up wait takes before it warns once on stderr; 0 never does.
+    double warn_after_seconds = 5.0;
+    /// PMR_CHECKS: 1 enables the checks that cost something on the data path (a window used by two
+    /// threads at once). Default: on in builds without NDEBUG, off otherwise.
+    bool checks = false;
+    /// PMR_LAUNCHER_HINTS: 0 ignores what the MPI launcher says about the job being on one node.
+    bool launcher_hints = true;
     /// PMR_DEBUG: 1 logs set-up decisions (provider per connection, paths per window) to stderr.
     bool debug = false;
 };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #include <cstring>
 

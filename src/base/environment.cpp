@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "core/environment.hpp"
+#include "base/environment.hpp"
 
 #include <pmr/error.hpp>
 
@@ -37,11 +37,20 @@ Settings read_settings() {
         s.provider = std::string(p);
     }
     s.spin_microseconds = number("PMR_SPIN_US", s.spin_microseconds);
+    s.spin_fixed = variable("PMR_SPIN_US") != nullptr;
+    s.warn_after_seconds = number("PMR_WARN_AFTER", s.warn_after_seconds);
     s.shm_cma = number("PMR_SHM_CMA", 1.0) != 0.0;
     s.shm_cma_threshold =
         static_cast<std::size_t>(number("PMR_SHM_CMA_THRESHOLD", double(s.shm_cma_threshold)));
     s.stream_threshold =
         static_cast<std::size_t>(number("PMR_STREAM_THRESHOLD", double(s.stream_threshold)));
+#ifdef NDEBUG
+    constexpr double checks_default = 0.0;
+#else
+    constexpr double checks_default = 1.0;
+#endif
+    s.checks = number("PMR_CHECKS", checks_default) != 0.0;
+    s.launcher_hints = number("PMR_LAUNCHER_HINTS", 1.0) != 0.0;
     s.debug = number("PMR_DEBUG", 0.0) != 0.0;
     return s;
 }

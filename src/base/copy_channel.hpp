@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace pmr::detail::channel {
+namespace pmr::detail::copy_channel {
 
 inline constexpr std::size_t cache_line = 64;
 inline constexpr std::size_t slot_count = 4;
@@ -169,4 +169,4 @@ inline void publish_inline(ControlBlock& block, std::uint64_t round, const std::
     publish(block, round, bytes, Delivery::inlined);
 }
 
-} // namespace pmr::detail::channel
+} // namespace pmr::detail::copy_channel

@@ -5,10 +5,10 @@
 // another process, or a staging area the receiver copies out of.
 #pragma once
 
-#include "core/copy.hpp"
-#include "core/environment.hpp"
-#include "core/error.hpp"
-#include "providers/common/channel.hpp"
+#include "base/copy.hpp"
+#include "base/copy_channel.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
 
 #include <cerrno>
 #include <cstddef>
@@ -22,7 +22,7 @@ namespace pmr::detail {
 
 /// Where the receiver's bytes go, as reachable from the sending process.
 struct CopyTarget {
-    channel::ControlBlock* control = nullptr;
+    copy_channel::ControlBlock* control = nullptr;
     std::byte* mapped = nullptr;  ///< receive buffer mapped here, or null
     std::byte* staging = nullptr; ///< staging area mapped here, or null
     std::uintptr_t remote_address = 0;
@@ -52,35 +52,35 @@ public:
         if (!pending_) {
             return true;
         }
-        channel::ControlBlock& control = *target_.control;
-        if (bytes_ <= channel::inline_capacity) {
+        copy_channel::ControlBlock& control = *target_.control;
+        if (bytes_ <= copy_channel::inline_capacity) {
             // The slot of round n was last used by round n - slot_count, which the receiver has
             // finished once it granted round n - slot_count + 1.
             const std::uint64_t needed =
-                round_ >= channel::slot_count ? round_ - channel::slot_count + 1 : 0;
-            if (!granted(channel::check_credit(control, needed, cached_credit_))) {
+                round_ >= copy_channel::slot_count ? round_ - copy_channel::slot_count + 1 : 0;
+            if (!granted(copy_channel::check_credit(control, needed, cached_credit_))) {
                 return false;
             }
-            channel::publish_inline(control, round_, source_, bytes_);
+            copy_channel::publish_inline(control, round_, source_, bytes_);
         } else if (target_.mapped != nullptr) {
-            if (!granted(channel::check_credit(control, round_, cached_credit_))) {
+            if (!granted(copy_channel::check_credit(control, round_, cached_credit_))) {
                 return false;
             }
             copy_to_peer(target_.mapped, source_, bytes_);
-            channel::publish(control, round_, bytes_, channel::Delivery::direct);
+            copy_channel::publish(control, round_, bytes_, copy_channel::Delivery::direct);
         } else if (target_.cma && bytes_ >= target_.cma_threshold) {
-            if (!granted(channel::claim(control, round_))) {
+            if (!granted(copy_channel::claim(control, round_))) {
                 return false;
             }
             if (write_remote()) {
-                channel::publish(control, round_, bytes_, channel::Delivery::direct);
-                channel::release_claim(control, round_);
+                copy_channel::publish(control, round_, bytes_, copy_channel::Delivery::direct);
+                copy_channel::release_claim(control, round_);
             } else {
-                channel::release_claim(control, round_);
+                copy_channel::release_claim(control, round_);
                 stage(control);
             }
         } else {
-            if (!granted(channel::check_credit(control, round_, cached_credit_))) {
+            if (!granted(copy_channel::check_credit(control, round_, cached_credit_))) {
                 return false;
             }
             stage(control);
@@ -99,22 +99,27 @@ public:
     }
 
 private:
-    bool granted(channel::Credit credit) const {
-        if (credit == channel::Credit::revoked) {
-            raise<PeerLost>("the peer destroyed its receive window", where(),
-                            "Keep windows alive until both sides have finished their last round.");
+    bool granted(copy_channel::Credit credit) const {
+        if (credit == copy_channel::Credit::revoked) {
+            receiver_gone();
         }
-        return credit == channel::Credit::granted;
+        return credit == copy_channel::Credit::granted;
     }
 
-    void stage(channel::ControlBlock& control) {
+    [[noreturn]] __attribute__((noinline, cold)) void receiver_gone() const {
+        raise<PeerLost>("the peer destroyed its receive window", where(),
+                        "Keep windows alive until both sides have finished their last round; "
+                        "MPI_Finalize ends a process's windows.");
+    }
+
+    void stage(copy_channel::ControlBlock& control) {
         if (target_.staging == nullptr) {
             raise<ProviderError>("no path to the peer's receive buffer", where(),
                                  "Allocate the receive buffer with pmr::allocate or enable "
                                  "cross-memory attach (PMR_SHM_CMA=1).");
         }
         copy_to_peer(target_.staging, source_, bytes_);
-        channel::publish(control, round_, bytes_, channel::Delivery::staged);
+        copy_channel::publish(control, round_, bytes_, copy_channel::Delivery::staged);
     }
 
     // Copies into the receiver's user buffer in its address space. Returns false (and stops using
@@ -163,22 +168,24 @@ private:
 /// The receiving half: a round counter on a control block.
 class CopyReceiver {
 public:
-    void attach(channel::ControlBlock* control, std::byte* buffer,
+    void attach(copy_channel::ControlBlock* control, std::byte* buffer,
                 const std::byte* staging) noexcept {
         control_ = control;
         buffer_ = buffer;
         staging_ = staging;
     }
-    void init() noexcept { channel::grant(*control_, ++round_); }
-    bool test() noexcept { return channel::receive(*control_, round_, buffer_, staging_, bytes_); }
+    void init() noexcept { copy_channel::grant(*control_, ++round_); }
+    bool test() noexcept {
+        return copy_channel::receive(*control_, round_, buffer_, staging_, bytes_);
+    }
     std::size_t received_bytes() const noexcept { return bytes_; }
     bool sender_closed() const noexcept {
         return control_ != nullptr && control_->sender_closed.load(std::memory_order_acquire) != 0;
     }
-    channel::ControlBlock* control() const noexcept { return control_; }
+    copy_channel::ControlBlock* control() const noexcept { return control_; }
 
 private:
-    channel::ControlBlock* control_ = nullptr;
+    copy_channel::ControlBlock* control_ = nullptr;
     std::byte* buffer_ = nullptr;
     const std::byte* staging_ = nullptr;
     std::uint64_t round_ = 0;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-#include "core/copy.hpp"
+#include "base/copy.hpp"
 
-#include "core/environment.hpp"
+#include "base/environment.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -2,12 +2,14 @@
 // Byte strings for set-up messages, and a writer/reader for trivially copyable fields.
 #pragma once
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace pmr::detail {
@@ -40,11 +42,15 @@ private:
     Blob blob_;
 };
 
-/// Reads what BlobWriter wrote; a short or malformed message throws ProviderError (a peer running a
-/// different pmr version, most likely).
+/// Reads what BlobWriter wrote. Set-up messages come from another process, which may run another
+/// version or be buggy: a short, oversized or otherwise malformed message throws ProviderError
+/// naming `where` (the object that received it), never reads past the end.
 class BlobReader {
 public:
-    explicit BlobReader(const Blob& blob) : blob_(blob) {}
+    explicit BlobReader(const Blob& blob, std::string where = {})
+        : blob_(blob), where_(std::move(where)) {}
+    /// The reader keeps a reference: a temporary blob would be gone before it is read.
+    BlobReader(Blob&& blob, std::string where = {}) = delete;
 
     template <class T>
     T get() {
@@ -56,31 +62,45 @@ public:
         return value;
     }
     Blob get_bytes() {
-        auto n = static_cast<std::size_t>(get<std::uint64_t>());
-        need(n);
+        auto n = length();
         Blob out(blob_.begin() + static_cast<std::ptrdiff_t>(position_),
                  blob_.begin() + static_cast<std::ptrdiff_t>(position_ + n));
         position_ += n;
         return out;
     }
     std::string get_string() {
-        auto n = static_cast<std::size_t>(get<std::uint64_t>());
-        need(n);
+        auto n = length();
         std::string out(reinterpret_cast<const char*>(blob_.data()) + position_, n);
         position_ += n;
         return out;
     }
     bool done() const noexcept { return position_ == blob_.size(); }
+    /// Throws unless every byte was read: trailing bytes mean the peer speaks another format.
+    void finish() const {
+        if (!done()) {
+            malformed(std::to_string(blob_.size() - position_) + " unexpected trailing bytes");
+        }
+    }
+    /// Throws ProviderError for a message whose content is wrong (e.g. a field out of range).
+    [[noreturn]] void malformed(const std::string& what) const {
+        raise<ProviderError>("malformed set-up message from the peer: " + what, where_,
+                             "Are both sides running the same pmr version?");
+    }
 
 private:
-    void need(std::size_t n) const {
+    std::size_t length() {
+        const auto n = get<std::uint64_t>();
+        need(n);
+        return static_cast<std::size_t>(n);
+    }
+    void need(std::uint64_t n) const {
         if (blob_.size() - position_ < n) {
-            raise<ProviderError>("malformed set-up message from the peer", "",
-                                 "Are both sides running the same pmr version?");
+            malformed("it ends " + std::to_string(n - (blob_.size() - position_)) + " bytes early");
         }
     }
 
     const Blob& blob_;
+    std::string where_;
     std::size_t position_ = 0;
 };
 

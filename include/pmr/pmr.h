@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file pmr.h
+ * The C interface of pmr: persistent connections and windows for halo exchange beside MPI.
+ * Valid C99 (and later) and C++. Link with libpmr (`pkg-config --cflags --libs pmr`, or
+ * `pmr::pmr` in CMake); no C++ compiler is needed to use it.
+ *
+ * The model is that of the C++ API (README.md, "The model in five rules"):
+ *   - Connections pair by tags: (comm, p, a, b) on rank q pairs with (comm, q, b, a) on rank p.
+ *   - Windows pair in creation order: the k-th send window of a connection pairs with the k-th
+ *     receive window of the partner's connection. A send window may be smaller than its receive
+ *     window, never larger (PMR_ERR_SIZE on both sides at the first init).
+ *   - One round is init, post, wait on both sides:
+ *         pmr_recv_window_init(r);  pmr_send_window_init(s);
+ *         pmr_send_window_post(s, bytes);  pmr_recv_window_post(r);
+ *         pmr_send_window_wait(s);  pmr_recv_window_wait(r);
+ *     Between init and the end of wait the receive buffer belongs to pmr; between post and the end
+ *     of wait the send buffer must not be written. Calls out of order give PMR_ERR_USAGE.
+ *     post never blocks: it does not wait for the receiver's init.
+ *   - Creation never blocks; the first use waits until the peer has created the matching side.
+ *
+ * Windows of the C interface are byte windows: sizes and counts are in bytes.
+ *
+ * Errors: every function that returns int returns PMR_SUCCESS (0) or one of the PMR_ERR_* codes
+ * below and never aborts, never lets an exception escape. pmr_last_error() gives the message of
+ * the calling thread's last failed call ("pmr: <what> [<where>]. <what to do>"). A NULL handle is
+ * PMR_ERR_ARGUMENT. A failed create leaves *out == NULL.
+ *
+ * Threads: a connection and its windows are used by one thread at a time; different connections
+ * may be used from different threads. Creation calls MPI and needs MPI_THREAD_SERIALIZED if done
+ * from several threads. The data path (init, post, wait, test) never calls MPI.
+ */
+#ifndef PMR_PMR_H
+#define PMR_PMR_H
+
+#include <mpi.h>
+#include <stddef.h> /* NOLINT(modernize-deprecated-headers): a C header */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes: one per exception type of the C++ API. */
+#define PMR_SUCCESS 0
+#define PMR_ERR_USAGE 1     /**< calls in the wrong order (pmr::UsageError) */
+#define PMR_ERR_ARGUMENT 2  /**< bad rank, tag, handle or pointer (pmr::ArgumentError) */
+#define PMR_ERR_SIZE 3      /**< a size that does not fit (pmr::SizeError) */
+#define PMR_ERR_PROVIDER 4  /**< a native call of a transport failed (pmr::ProviderError) */
+#define PMR_ERR_BOOTSTRAP 5 /**< MPI failed during set-up, or is not initialised */
+#define PMR_ERR_TIMEOUT 6   /**< a wait exceeded PMR_TIMEOUT (pmr::Timeout) */
+#define PMR_ERR_PEER_LOST 7 /**< the peer died or destroyed its window (pmr::PeerLost) */
+#define PMR_ERR_NO_MEMORY 8 /**< memory could not be had (std::bad_alloc) */
+#define PMR_ERR_OTHER 9     /**< anything else */
+
+/* NOLINTBEGIN(modernize-use-using): a C header */
+typedef struct pmr_connection_s* pmr_connection;
+typedef struct pmr_send_window_s* pmr_send_window;
+typedef struct pmr_recv_window_s* pmr_recv_window;
+/** An MPI communicator, optionally with a Cartesian grid (pmr::Communicator). */
+typedef struct pmr_communicator_s* pmr_communicator;
+/* NOLINTEND(modernize-use-using) */
+
+/** Message of the calling thread's last failed call; "" if none failed yet. Valid until the next
+ *  failing call on this thread. Successful calls do not change it. */
+const char* pmr_last_error(void);
+/** "PMR_ERR_SIZE" for PMR_ERR_SIZE, and so on; "PMR_ERR_UNKNOWN" for a code pmr does not use. */
+const char* pmr_error_name(int code);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Connections                                                                                   */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Connection to rank `peer` of `comm` (MPI_PROC_NULL: a connection whose operations do
+ *  nothing). Tags in [0, MPI_TAG_UB / 2]. Never blocks.
+ *  @return PMR_ERR_ARGUMENT (bad rank or tag, MPI_COMM_NULL), PMR_ERR_BOOTSTRAP (MPI not
+ *  initialised). */
+int pmr_connection_create(MPI_Comm comm, int peer, int send_tag, int recv_tag, pmr_connection* out);
+/** Destroys the handle and sets *connection = NULL. Windows keep their connection alive, so they
+ *  may be destroyed later. Destroying a NULL handle does nothing. */
+int pmr_connection_destroy(pmr_connection* connection);
+/** Completes the handshake now (otherwise the first use of a window does). Blocks until the peer
+ *  has created its side. */
+int pmr_connection_establish(pmr_connection c);
+/** Writes the name of the transport ("self", "shm", "ucx", ...) into name[0, length), completing
+ *  the handshake if needed. PMR_ERR_SIZE if the name (with its terminating 0) does not fit. */
+int pmr_connection_provider(pmr_connection c, char* name, size_t length);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Windows (sizes in bytes)                                                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Window over `bytes` bytes at `buffer`, which must stay valid until the window is destroyed.
+ *  buffer == NULL: library-owned, zero-filled memory that other processes on the node can map
+ *  (the fastest case), reachable through pmr_send_window_data(). */
+int pmr_send_window_create(pmr_connection c, void* buffer, size_t bytes, pmr_send_window* out);
+int pmr_recv_window_create(pmr_connection c, void* buffer, size_t bytes, pmr_recv_window* out);
+/** The window's memory (the user buffer or library-owned memory); NULL for a NULL handle (which
+ *  also sets pmr_last_error()). */
+void* pmr_send_window_data(pmr_send_window w);
+void* pmr_recv_window_data(pmr_recv_window w);
+/** Size of the window in bytes. */
+int pmr_send_window_size(pmr_send_window w, size_t* bytes);
+int pmr_recv_window_size(pmr_recv_window w, size_t* bytes);
+
+/** Sender: starts a round. The first init completes the set-up (PMR_ERR_SIZE if the peer's
+ *  receive window is smaller, PMR_ERR_TIMEOUT, PMR_ERR_PEER_LOST). */
+int pmr_send_window_init(pmr_send_window w);
+/** Transfers the first `bytes` bytes of the window (pass its size for all of it). Never blocks.
+ *  PMR_ERR_USAGE before init, PMR_ERR_SIZE if `bytes` exceeds this or the peer's window. */
+int pmr_send_window_post(pmr_send_window w, size_t bytes);
+/** Waits until the send buffer may be written again. */
+int pmr_send_window_wait(pmr_send_window w);
+/** Non-blocking wait: *done = 1 once complete (the window is then ready for the next init). */
+int pmr_send_window_test(pmr_send_window w, int* done);
+
+/** Receiver: starts a round, granting the sender the right to write the buffer. */
+int pmr_recv_window_init(pmr_recv_window w);
+/** Marks the transfer as expected. */
+int pmr_recv_window_post(pmr_recv_window w);
+/** Waits until the data has arrived; the buffer is then the caller's again. */
+int pmr_recv_window_wait(pmr_recv_window w);
+int pmr_recv_window_test(pmr_recv_window w, int* done);
+/** Bytes delivered by the last completed transfer (PMR_ERR_USAGE before the first). */
+int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes);
+
+/** Destroy in any state and set *w = NULL; a peer's pending operation then fails with
+ *  PMR_ERR_PEER_LOST instead of hanging. Destroying a NULL handle does nothing. */
+int pmr_send_window_destroy(pmr_send_window* w);
+int pmr_recv_window_destroy(pmr_recv_window* w);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Cartesian grids                                                                               */
+/* ------------------------------------------------------------------------------------------- */
+
+/** With ndims > 0: creates a Cartesian grid over `comm` (collective, MPI_Cart_create); entries 0
+ *  of `dims` are chosen by MPI_Dims_create, `periods` (may be NULL: none periodic) has ndims
+ *  entries, nonzero meaning periodic. The handle owns that communicator and frees it on destroy.
+ *  With ndims == 0 (dims and periods ignored): wraps `comm` itself, using its grid if it is
+ *  Cartesian; it is never freed by pmr. Ranks keep MPI's order unless `reorder` is nonzero. */
+int pmr_communicator_create(MPI_Comm comm, int ndims, const int* dims, const int* periods,
+                            int reorder, pmr_communicator* out);
+/** Collective if the handle owns a Cartesian communicator (MPI_Comm_free). Sets *c = NULL. */
+int pmr_communicator_destroy(pmr_communicator* c);
+/** The MPI communicator (the Cartesian one, if created with a grid), e.g. for MPI reference
+ *  exchanges. It stays owned by the handle. */
+int pmr_communicator_comm(pmr_communicator c, MPI_Comm* comm);
+int pmr_communicator_rank(pmr_communicator c, int* rank);
+int pmr_communicator_size(pmr_communicator c, int* size);
+/** Number of grid dimensions (0 if not Cartesian). */
+int pmr_communicator_dimensions(pmr_communicator c, int* ndims);
+/** Like MPI_Cart_get: extents, periodicity (0/1) and own coordinates of the first `maxdims`
+ *  dimensions; any of the three arrays may be NULL. PMR_ERR_USAGE without a grid. */
+int pmr_communicator_grid(pmr_communicator c, int maxdims, int* dims, int* periods, int* coords);
+/** Rank of the neighbour in `dimension` (0-based), `direction` -1 or +1; MPI_PROC_NULL at a
+ *  non-periodic border. */
+int pmr_communicator_neighbor(pmr_communicator c, int dimension, int direction, int* rank);
+/** Connection to the neighbour in `dimension`, `direction` -1 or +1, with the tags of
+ *  pmr::Communicator::target(): it sends with tag 2*dimension+1 (+1) or 2*dimension (-1) and
+ *  receives with the other, each plus `tag_offset`, so a connection to the upper neighbour pairs
+ *  with that neighbour's connection to its lower one -- also when both are the same rank or this
+ *  rank itself. A non-periodic border gives a null connection. */
+int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direction, int tag_offset,
+                                   pmr_connection* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PMR_PMR_H */

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+// The C interface (include/pmr/pmr.h) over the public C++ API. A handle owns one C++ object; every
+// entry point runs its body through guarded(), which turns each exception into its return code and
+// records the message for pmr_last_error(), so nothing ever unwinds into C (or Fortran) frames.
+#include "base/error.hpp"
+#include "capi/internal.h"
+
+#include <pmr/pmr.h>
+#include <pmr/pmr.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pmr_connection_s {
+    pmr::Connection connection;
+};
+struct pmr_send_window_s {
+    pmr::SendWindow<std::byte> window;
+};
+struct pmr_recv_window_s {
+    pmr::RecvWindow<std::byte> window;
+};
+struct pmr_communicator_s {
+    pmr::Communicator communicator;
+};
+
+namespace {
+
+/// Message of this thread's last failed call. `fallback` is used when the message itself could
+/// not be stored (no memory), so that pmr_last_error() always has something to say.
+thread_local std::string last_error;
+thread_local const char* last_error_fallback = nullptr;
+
+int record(int code, const char* message) noexcept {
+    try {
+        last_error.assign(message);
+        last_error_fallback = nullptr;
+    } catch (...) {
+        last_error_fallback = "pmr: out of memory (the error message could not be stored).";
+    }
+    return code;
+}
+
+int record_no_memory(const char* function) noexcept {
+    try {
+        return record(PMR_ERR_NO_MEMORY, pmr::detail::compose("out of memory", function,
+                                                              "Free memory or use smaller windows.")
+                                             .c_str());
+    } catch (...) {
+        return record(PMR_ERR_NO_MEMORY, "pmr: out of memory.");
+    }
+}
+
+/// Runs `body`; PMR_SUCCESS if it returns, the code of the exception (and its message recorded)
+/// if it throws. The most derived pmr types come first.
+template <class Body>
+int guarded(const char* function, Body&& body) noexcept {
+    try {
+        body();
+        return PMR_SUCCESS;
+    } catch (const pmr::UsageError& e) {
+        return record(PMR_ERR_USAGE, e.what());
+    } catch (const pmr::ArgumentError& e) {
+        return record(PMR_ERR_ARGUMENT, e.what());
+    } catch (const pmr::SizeError& e) {
+        return record(PMR_ERR_SIZE, e.what());
+    } catch (const pmr::ProviderError& e) {
+        return record(PMR_ERR_PROVIDER, e.what());
+    } catch (const pmr::BootstrapError& e) {
+        return record(PMR_ERR_BOOTSTRAP, e.what());
+    } catch (const pmr::Timeout& e) {
+        return record(PMR_ERR_TIMEOUT, e.what());
+    } catch (const pmr::PeerLost& e) {
+        return record(PMR_ERR_PEER_LOST, e.what());
+    } catch (const std::bad_alloc&) {
+        return record_no_memory(function);
+    } catch (const std::exception& e) {
+        return record(PMR_ERR_OTHER, e.what());
+    } catch (...) {
+        return record(PMR_ERR_OTHER, "pmr: an unknown exception was caught in the C interface.");
+    }
+}
+
+/// The object behind a handle, or ArgumentError naming the call if the handle is NULL.
+template <class Handle>
+Handle& deref(Handle* handle, const char* kind, const char* function) {
+    if (handle == nullptr) {
+        pmr::detail::raise<pmr::ArgumentError>(std::string("the ") + kind + " handle is NULL",
+                                               function,
+                                               std::string("Pass a handle made by pmr_") + kind +
+                                                   "_create (destroy sets handles to NULL).");
+    }
+    return *handle;
+}
+
+/// An output pointer, checked for NULL.
+template <class T>
+T& out(T* pointer, const char* name, const char* function) {
+    if (pointer == nullptr) {
+        pmr::detail::raise<pmr::ArgumentError>(std::string("the output pointer `") + name +
+                                                   "` is NULL",
+                                               function, "Pass the address of a variable.");
+    }
+    return *pointer;
+}
+
+pmr::Connection& connection_of(pmr_connection c, const char* function) {
+    return deref(c, "connection", function).connection;
+}
+pmr::SendWindow<std::byte>& window_of(pmr_send_window w, const char* function) {
+    return deref(w, "send_window", function).window;
+}
+pmr::RecvWindow<std::byte>& window_of(pmr_recv_window w, const char* function) {
+    return deref(w, "recv_window", function).window;
+}
+pmr::Communicator& communicator_of(pmr_communicator c, const char* function) {
+    return deref(c, "communicator", function).communicator;
+}
+
+/// Creates a window of either side: over `buffer`, or library-owned if `buffer` is NULL.
+template <class Handle, class Window>
+int create_window(const char* function, pmr_connection c, void* buffer, std::size_t bytes,
+                  Handle** result) {
+    return guarded(function, [&] {
+        Handle*& handle = out(result, "out", function);
+        handle = nullptr;
+        const pmr::Connection& connection = connection_of(c, function);
+        handle = buffer == nullptr
+                     ? new Handle{Window(connection, bytes)}
+                     : new Handle{Window(connection, static_cast<std::byte*>(buffer), bytes)};
+    });
+}
+
+template <class Handle>
+int destroy(const char* function, Handle** handle) {
+    return guarded(function, [&] {
+        Handle*& h = out(handle, "handle", function);
+        delete h; // destructors of pmr objects do not throw
+        h = nullptr;
+    });
+}
+
+template <class Window>
+int test_window(const char* function, Window& window, int* done) {
+    return guarded(function, [&] {
+        int& result = out(done, "done", function);
+        result = 0;
+        result = window_of(window, function).test() ? 1 : 0;
+    });
+}
+
+/// The memory of a window, NULL (and the error recorded) for a NULL handle.
+template <class Window>
+void* window_data(const char* function, Window w) noexcept {
+    void* data = nullptr;
+    guarded(function, [&] { data = window_of(w, function).data(); });
+    return data;
+}
+
+} // namespace
+
+extern "C" {
+
+const char* pmr_last_error(void) {
+    return last_error_fallback != nullptr ? last_error_fallback : last_error.c_str();
+}
+
+const char* pmr_error_name(int code) {
+    switch (code) {
+    case PMR_SUCCESS:
+        return "PMR_SUCCESS";
+    case PMR_ERR_USAGE:
+        return "PMR_ERR_USAGE";
+    case PMR_ERR_ARGUMENT:
+        return "PMR_ERR_ARGUMENT";
+    case PMR_ERR_SIZE:
+        return "PMR_ERR_SIZE";
+    case PMR_ERR_PROVIDER:
+        return "PMR_ERR_PROVIDER";
+    case PMR_ERR_BOOTSTRAP:
+        return "PMR_ERR_BOOTSTRAP";
+    case PMR_ERR_TIMEOUT:
+        return "PMR_ERR_TIMEOUT";
+    case PMR_ERR_PEER_LOST:
+        return "PMR_ERR_PEER_LOST";
+    case PMR_ERR_NO_MEMORY:
+        return "PMR_ERR_NO_MEMORY";
+    case PMR_ERR_OTHER:
+        return "PMR_ERR_OTHER";
+    default:
+        return "PMR_ERR_UNKNOWN";
+    }
+}
+
+int pmr_capi_record_error(int code, const char* message) {
+    return record(code, message != nullptr ? message : "pmr: unknown error.");
+}
+
+// --- connections -------------------------------------------------------------------------------
+
+int pmr_connection_create(MPI_Comm comm, int peer, int send_tag, int recv_tag,
+                          pmr_connection* result) {
+    constexpr const char* function = "pmr_connection_create";
+    return guarded(function, [&] {
+        pmr_connection& handle = out(result, "out", function);
+        handle = nullptr;
+        handle = new pmr_connection_s{pmr::Connection(pmr::Target(comm, peer, send_tag, recv_tag))};
+    });
+}
+
+int pmr_connection_destroy(pmr_connection* connection) {
+    return destroy("pmr_connection_destroy", connection);
+}
+
+int pmr_connection_establish(pmr_connection c) {
+    constexpr const char* function = "pmr_connection_establish";
+    return guarded(function, [&] { connection_of(c, function).establish(); });
+}
+
+int pmr_connection_provider(pmr_connection c, char* name, size_t length) {
+    constexpr const char* function = "pmr_connection_provider";
+    return guarded(function, [&] {
+        char& first = out(name, "name", function);
+        const std::string_view provider = pmr::to_string(connection_of(c, function).provider());
+        if (provider.size() >= length) {
+            pmr::detail::raise<pmr::SizeError>(
+                "the provider name '" + std::string(provider) + "' needs " +
+                    std::to_string(provider.size() + 1) + " bytes, the buffer has " +
+                    std::to_string(length),
+                function, "Pass a larger buffer (32 bytes are always enough).");
+        }
+        std::memcpy(&first, provider.data(), provider.size());
+        name[provider.size()] = '\0';
+    });
+}
+
+// --- windows -------------------------------------------------------------------------------------
+
+int pmr_send_window_create(pmr_connection c, void* buffer, size_t bytes, pmr_send_window* result) {
+    return create_window<pmr_send_window_s, pmr::SendWindow<std::byte>>("pmr_send_window_create", c,
+                                                                        buffer, bytes, result);
+}
+
+int pmr_recv_window_create(pmr_connection c, void* buffer, size_t bytes, pmr_recv_window* result) {
+    return create_window<pmr_recv_window_s, pmr::RecvWindow<std::byte>>("pmr_recv_window_create", c,
+                                                                        buffer, bytes, result);
+}
+
+void* pmr_send_window_data(pmr_send_window w) {
+    return window_data("pmr_send_window_data", w);
+}
+
+void* pmr_recv_window_data(pmr_recv_window w) {
+    return window_data("pmr_recv_window_data", w);
+}
+
+int pmr_send_window_size(pmr_send_window w, size_t* bytes) {
+    constexpr const char* function = "pmr_send_window_size";
+    return guarded(function,
+                   [&] { out(bytes, "bytes", function) = window_of(w, function).bytes(); });
+}
+
+int pmr_recv_window_size(pmr_recv_window w, size_t* bytes) {
+    constexpr const char* function = "pmr_recv_window_size";
+    return guarded(function,
+                   [&] { out(bytes, "bytes", function) = window_of(w, function).bytes(); });
+}
+
+int pmr_send_window_init(pmr_send_window w) {
+    constexpr const char* function = "pmr_send_window_init";
+    return guarded(function, [&] { window_of(w, function).init(); });
+}
+
+int pmr_send_window_post(pmr_send_window w, size_t bytes) {
+    constexpr const char* function = "pmr_send_window_post";
+    return guarded(function, [&] { window_of(w, function).post(bytes); });
+}
+
+int pmr_send_window_wait(pmr_send_window w) {
+    constexpr const char* function = "pmr_send_window_wait";
+    return guarded(function, [&] { window_of(w, function).wait(); });
+}
+
+int pmr_send_window_test(pmr_send_window w, int* done) {
+    return test_window("pmr_send_window_test", w, done);
+}
+
+int pmr_recv_window_init(pmr_recv_window w) {
+    constexpr const char* function = "pmr_recv_window_init";
+    return guarded(function, [&] { window_of(w, function).init(); });
+}
+
+int pmr_recv_window_post(pmr_recv_window w) {
+    constexpr const char* function = "pmr_recv_window_post";
+    return guarded(function, [&] { window_of(w, function).post(); });
+}
+
+int pmr_recv_window_wait(pmr_recv_window w) {
+    constexpr const char* function = "pmr_recv_window_wait";
+    return guarded(function, [&] { window_of(w, function).wait(); });
+}
+
+int pmr_recv_window_test(pmr_recv_window w, int* done) {
+    return test_window("pmr_recv_window_test", w, done);
+}
+
+int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes) {
+    constexpr const char* function = "pmr_recv_window_received_bytes";
+    return guarded(function, [&] {
+        size_t& result = out(bytes, "bytes", function);
+        result = window_of(w, function).received_bytes();
+    });
+}
+
+int pmr_send_window_destroy(pmr_send_window* w) {
+    return destroy("pmr_send_window_destroy", w);
+}
+
+int pmr_recv_window_destroy(pmr_recv_window* w) {
+    return destroy("pmr_recv_window_destroy", w);
+}
+
+// --- Cartesian grids ---------------------------------------------------------------------------
+
+int pmr_communicator_create(MPI_Comm comm, int ndims, const int* dims, const int* periods,
+                            int reorder, pmr_communicator* result) {
+    constexpr const char* function = "pmr_communicator_create";
+    return guarded(function, [&] {
+        pmr_communicator& handle = out(result, "out", function);
+        handle = nullptr;
+        if (ndims < 0) {
+            pmr::detail::raise<pmr::ArgumentError>(
+                "ndims is " + std::to_string(ndims), function,
+                "Pass the number of grid dimensions, or 0 to wrap the communicator as it is.");
+        }
+        if (ndims == 0) {
+            handle = new pmr_communicator_s{pmr::Communicator(comm)};
+            return;
+        }
+        if (dims == nullptr) {
+            pmr::detail::raise<pmr::ArgumentError>(
+                "dims is NULL for " + std::to_string(ndims) + " dimensions", function,
+                "Pass one extent per dimension (0: chosen by MPI_Dims_create).");
+        }
+        const auto n = static_cast<std::size_t>(ndims);
+        std::vector<int> extents(dims, dims + n);
+        std::vector<bool> periodic(n, false);
+        for (std::size_t d = 0; periods != nullptr && d < n; ++d) {
+            periodic[d] = periods[d] != 0;
+        }
+        handle = new pmr_communicator_s{
+            pmr::Communicator(comm, std::move(extents), std::move(periodic), reorder != 0)};
+    });
+}
+
+int pmr_communicator_destroy(pmr_communicator* c) {
+    return destroy("pmr_communicator_destroy", c);
+}
+
+int pmr_communicator_comm(pmr_communicator c, MPI_Comm* comm) {
+    constexpr const char* function = "pmr_communicator_comm";
+    return guarded(function,
+                   [&] { out(comm, "comm", function) = communicator_of(c, function).get(); });
+}
+
+int pmr_communicator_rank(pmr_communicator c, int* rank) {
+    constexpr const char* function = "pmr_communicator_rank";
+    return guarded(function,
+                   [&] { out(rank, "rank", function) = communicator_of(c, function).rank(); });
+}
+
+int pmr_communicator_size(pmr_communicator c, int* size) {
+    constexpr const char* function = "pmr_communicator_size";
+    return guarded(function,
+                   [&] { out(size, "size", function) = communicator_of(c, function).size(); });
+}
+
+int pmr_communicator_dimensions(pmr_communicator c, int* ndims) {
+    constexpr const char* function = "pmr_communicator_dimensions";
+    return guarded(function, [&] {
+        out(ndims, "ndims", function) = communicator_of(c, function).dimensions();
+    });
+}
+
+int pmr_communicator_grid(pmr_communicator c, int maxdims, int* dims, int* periods, int* coords) {
+    constexpr const char* function = "pmr_communicator_grid";
+    return guarded(function, [&] {
+        const pmr::Communicator& communicator = communicator_of(c, function);
+        const int n = communicator.dimensions();
+        if (n == 0) {
+            pmr::detail::raise<pmr::UsageError>(
+                "the communicator has no Cartesian grid", function,
+                "Create it with ndims > 0, or wrap a communicator made by MPI_Cart_create.");
+        }
+        if (maxdims < 0) {
+            pmr::detail::raise<pmr::ArgumentError>("maxdims is " + std::to_string(maxdims),
+                                                   function, "Pass the length of the arrays.");
+        }
+        for (int d = 0; d < n && d < maxdims; ++d) {
+            const auto i = static_cast<std::size_t>(d);
+            if (dims != nullptr) {
+                dims[i] = communicator.size(d);
+            }
+            if (periods != nullptr) {
+                periods[i] = communicator.periodic(d) ? 1 : 0;
+            }
+            if (coords != nullptr) {
+                coords[i] = communicator.coordinate(d);
+            }
+        }
+    });
+}
+
+int pmr_communicator_neighbor(pmr_communicator c, int dimension, int direction, int* rank) {
+    constexpr const char* function = "pmr_communicator_neighbor";
+    return guarded(function, [&] {
+        int& result = out(rank, "rank", function);
+        result = communicator_of(c, function).neighbor(dimension, direction);
+    });
+}
+
+int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direction, int tag_offset,
+                                   pmr_connection* result) {
+    constexpr const char* function = "pmr_connection_create_neighbor";
+    return guarded(function, [&] {
+        pmr_connection& handle = out(result, "out", function);
+        handle = nullptr;
+        const pmr::Communicator& communicator = communicator_of(c, function);
+        handle = new pmr_connection_s{
+            pmr::Connection(communicator.target(dimension, direction, tag_offset))};
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// Process-wide UCX state of the ucx provider: the settings, one context and worker per rail
+// (created at first use and shared by every connection), one endpoint per peer and rail, the
+// memory of the credit cells senders receive credits in, the memory UCX allocated for
+// library-owned windows, and the notices between windows (active messages, handed to the rails
+// registry, which dispatches them by window id).
+#pragma once
+
+#include "base/blob.hpp"
+#include "providers/ucx/native.hpp"
+#include "rails/protocol.hpp"
+#include "rails/registry.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace pmr::detail::ucx {
+
+using rails::max_rails;
+
+/// The UCX settings, read once. The rails come from PMR_UCX_DEVICES / PMR_UCX_RAILS or the generic
+/// PMR_DEVICES / PMR_RAILS (rails/settings.hpp).
+struct UcxSettings {
+    /// One rail per device (UCX_NET_DEVICES of that rail's context); empty: UCX's choice.
+    std::vector<std::string> devices;
+    /// Contexts (and workers) per process.
+    std::size_t rails = 1;
+    /// PMR_UCX_RKEY_PTR=0 disables the load/store path through ucp_rkey_ptr (puts everywhere).
+    bool load_store = true;
+    /// PMR_UCX_PEER_ERRORS=auto|on|off: UCP_ERR_HANDLING_MODE_PEER for endpoints. auto: only to
+    /// peers on other nodes, because on one node UCX then gives up its shared-memory transports.
+    enum class PeerErrors { automatic, on, off } peer_errors = PeerErrors::automatic;
+    /// PMR_UCX_SIGNAL=auto|put|am: how the put path signals a round that carried a payload.
+    /// put: the sequence word is put after a fence; am: an active message on the payload's lane.
+    /// auto: am to peers on this node (UCX emulates puts into their user memory with active
+    /// messages, which a fence does not order against a shared-memory write), put otherwise.
+    enum class Signal { automatic, put, am } signal = Signal::automatic;
+};
+
+/// The settings of this process, read at the first call. @throws ArgumentError for malformed
+/// values.
+const UcxSettings& ucx_settings();
+/// Reads the variables now (for tests). @throws ArgumentError for malformed values.
+UcxSettings read_ucx_settings();
+
+struct Rail {
+    std::shared_ptr<Context> context;
+    std::shared_ptr<Worker> worker;
+    std::string device; ///< empty: UCX's choice
+};
+
+using rails::CreditCell;
+using rails::Inbox;
+using rails::Notice;
+using rails::NoticeKind;
+
+class UcxProcess {
+public:
+    /// The rails of this process, created at the first call.
+    /// @throws ProviderError if UCX cannot be initialised, ArgumentError for bad settings.
+    static std::shared_ptr<UcxProcess> instance(const std::string& where);
+    /// The rails if they exist (null before the first instance() and after exit began).
+    static std::shared_ptr<UcxProcess> existing() noexcept;
+
+    UcxProcess(UcxSettings settings, const std::string& where);
+    UcxProcess(const UcxProcess&) = delete;
+    UcxProcess& operator=(const UcxProcess&) = delete;
+    ~UcxProcess();
+
+    std::size_t size() const noexcept { return rails_.size(); }
+    /// The endpoint of `rail` to the worker at `address`, shared by every connection to that peer:
+    /// closing an endpoint may have to wait for the peer, so endpoints are closed only at exit.
+    std::shared_ptr<Endpoint> endpoint(std::size_t rail, const Blob& address, bool peer_errors,
+                                       const std::string& where);
+    const Rail& rail(std::size_t index) const noexcept { return rails_[index]; }
+    const UcxSettings& settings() const noexcept { return settings_; }
+    /// The windows notices reach, and the free credit cells.
+    rails::Registry& registry() noexcept { return registry_; }
+
+    /// A credit cell, from a new chunk of rail-0 UCX memory when none is free.
+    CreditCell acquire_cell(const std::string& where);
+    /// Packed remote key of the cell's chunk.
+    Blob cell_key(const CreditCell& cell) const;
+
+    /// Keeps `memory` alive until the rails go away (a peer may still write into it).
+    void bury(std::shared_ptr<MemoryHandle> memory) noexcept;
+
+    /// Sends `notice` through `endpoint` (rail 0) without waiting for it; `reply` lets the handler
+    /// answer on the same connection.
+    void send_notice(const Endpoint& endpoint, const Notice& notice, bool reply,
+                     const std::string& where);
+    /// Sends `notice` and `bytes` of `data` (a small message) from memory that stays valid until
+    /// the returned request is done (data path).
+    static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
+                          std::size_t bytes, const std::string& where);
+
+    // Library-owned memory
+    // --------------------------------------------------------------------------
+    void* allocate(std::size_t bytes, const std::string& where);
+    void deallocate(void* pointer) noexcept;
+    /// The allocation containing [pointer, pointer + bytes), or null.
+    std::shared_ptr<MemoryHandle> allocation(const void* pointer, std::size_t bytes) const;
+
+private:
+    struct Chunk {
+        MemoryHandle memory;
+        Blob key;
+    };
+
+    static ucs_status_t on_notice(void* arg, const void* header, std::size_t header_length,
+                                  void* data, std::size_t length, const ucp_am_recv_param_t* param);
+    void handle(const Notice& notice, const void* data, std::size_t bytes, ucp_ep_h reply_endpoint);
+    ucs_status_t post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply);
+    void reap_notices_locked() noexcept;
+
+    /// A notice UCX has not finished sending: its header must stay valid until then, and the
+    /// request is kept because a freed request reports nothing (ucp_request_free).
+    struct NoticeInFlight {
+        void* request = nullptr;
+        std::unique_ptr<Notice> header;
+    };
+
+    UcxSettings settings_;
+    std::vector<Rail> rails_;
+    std::mutex endpoints_mutex_;
+    std::vector<std::map<Blob, std::shared_ptr<Endpoint>>> endpoints_; ///< per rail, by address
+    rails::Registry registry_;
+
+    mutable std::mutex mutex_; // chunks_, graveyard_, allocations_
+    std::vector<Chunk> chunks_;
+    std::vector<std::shared_ptr<MemoryHandle>> graveyard_;
+    std::map<std::uintptr_t, std::shared_ptr<MemoryHandle>> allocations_;
+
+    std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
+    std::list<NoticeInFlight> notices_;
+};
+
+} // namespace pmr::detail::ucx

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// The shared protocol of providers with rails (ucx, tofu, verbs): what lives in registered memory
+// and what travels between windows. The state machines over it are in put_path.hpp.
+//
+// A receive window owns an inbox in registered memory: the control block of the copy channel (its
+// slots carry the round's header and small messages inline; its credit word serves senders that
+// map the inbox and store into it) and one word per rail for multi-rail rounds. A send window owns
+// a credit cell, one cache line of registered memory the receiver puts its credits into.
+//
+// Round n of the put path:
+//   receiver init(n):  puts credit n into the sender's cell (and stores it in its own inbox)
+//   sender post(n):    waits for credit >= n; puts the payload (pieces over their rails) into the
+//                      receive buffer, or up to inline_capacity bytes into slot n % slots;
+//                      rail r > 0 that carried pieces: fence, then rail_round[r] := n (or an
+//                      `arrived` notice on that rail); rail 0: fence, then the slot header and
+//                      sequence := n (or an `arrived` notice that carries the header and small
+//                      payloads)
+//   receiver wait(n):  slot(n).sequence == n and rail_round[r] == n for the rails in the slot's
+//                      mask (acquire loads), then copies inline payloads out.
+// Notices are small messages addressed by window id and dispatched through the registry
+// (registry.hpp), so a notice for a window that is gone is dropped instead of writing freed memory.
+#pragma once
+
+#include "base/copy_channel.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace pmr::detail::rails {
+
+inline constexpr std::size_t max_rails = 16;
+
+/// A credit cell: one cache line of rail-0 registered memory in which a send window receives the
+/// receiver's credits (by put, or by store where the receiver can map it).
+struct CreditCell {
+    std::atomic<std::uint64_t>* word = nullptr;
+    std::uint64_t address = 0; ///< of the cell, as the peer addresses it
+    std::uint32_t chunk = 0;
+    std::uint32_t index = 0;
+};
+
+/// Value of a credit cell whose receive window is gone; never a round number.
+inline constexpr std::uint64_t revoked_credit = ~std::uint64_t{0};
+
+/// A receive window's inbox. A slot's `reserved` field holds the mask of the rails above 0 that
+/// carry pieces of its round.
+struct Inbox {
+    copy_channel::ControlBlock block;
+    alignas(copy_channel::cache_line) std::atomic<std::uint64_t> rail_round[max_rails];
+};
+
+/// Messages between windows.
+enum class NoticeKind : std::uint32_t {
+    receiver_closed = 1, ///< to a sender: no more credits; `round` != 0: answer with revoke_ack
+    /// to a receiver: no more data. Sent on rail 0 and on every rail that ever carried pieces
+    /// (`rails`, the mask of those above 0), each behind that rail's puts: the sender counts as
+    /// closed once the notices of all of them (`rail`) have come.
+    sender_closed = 2,
+    revoke_ack = 3, ///< to a receiver: the sender has not started `round` and never will
+    /// to a receiver: the pieces of `round` on `rail` have landed, or (rail 0, with data) the
+    /// whole small message of `round` is in this message
+    arrived = 4,
+    sender_connected = 5, ///< to a receiver: the sender has unpacked its keys
+};
+
+struct Notice {
+    std::uint64_t target = 0; ///< window id at the receiving process
+    std::uint64_t from = 0;   ///< window id at the sending process
+    std::uint64_t round = 0;
+    std::uint64_t bytes = 0; ///< arrived on rail 0: bytes of the round
+    NoticeKind kind = NoticeKind::receiver_closed;
+    std::uint16_t rail = 0; ///< arrived, sender_closed: the rail this notice travelled on
+    /// arrived on rail 0, sender_closed: mask of the other rails that carried pieces
+    std::uint16_t rails = 0;
+};
+
+/// Bits of a send window's state word that the notice handler shares with the data path.
+inline constexpr std::uint32_t writing_bit = 1; ///< the sender is putting into receiver memory
+inline constexpr std::uint32_t revoked_bit = 2; ///< the receiver window is gone
+
+} // namespace pmr::detail::rails

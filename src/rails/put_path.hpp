@@ -1,0 +1,790 @@
+// SPDX-License-Identifier: MIT
+// The put path of providers with rails (see protocol.hpp for the protocol): the send and receive
+// state machines with credits, slots, sequence words, multi-rail rounds and teardown, written once
+// over a small static transport interface that each provider implements for its network.
+//
+// A transport T supplies (checked by transport_conforms<T>()):
+//   using Connection;  // the provider's connection: rails(), progress(), peer_alive()
+//   using Process;     // the provider's process state: rails::Registry& registry();
+//                      //   CreditCell acquire_cell(where); Blob cell_key(const CreditCell&);
+//                      //   void bury(std::shared_ptr<Memory>) (kept until exit)
+//   using Memory;      // registered memory: std::byte* data() const
+//   using RemoteKey;   // a peer's memory key unpacked on one rail; std::byte* pointer(address)
+//                      //   is where that memory is mapped here, or null
+//   using Request;     // a pending local operation: pending(), done(call, where) (throws)
+//   static std::size_t rails(const Process&);
+//   static Request put(Connection&, rail, const RemoteKey&, const void* source, bytes, address,
+//                      where);                   // the source stays valid until done
+//   static void fence(Connection&, rail, where); // later operations on the rail land after
+//                                                // earlier ones
+//   static Request signal(Connection&, rail, const Notice&, const void* data, bytes, where);
+//                                                // a notice with up to inline_capacity bytes,
+//                                                // handled by the peer's registry, after the
+//                                                // rail's earlier puts; sources valid until done
+//   static void notify(Connection&, rail, const Notice&, bool reply, where); // fire and forget
+//   static RemoteKey unpack(Connection&, rail, const Blob& key, const char* what, where);
+//   static std::shared_ptr<Memory> allocate(Process&, bytes, zeroed, where);  // rail 0 memory
+//   static std::shared_ptr<Memory> map(Process&, rail, void* address, bytes, where);
+//   static std::shared_ptr<Memory> owned(Process&, const void* address, bytes); // or null
+//   static Blob pack(const Memory&, where);
+//   static void put_key(BlobWriter&, const Blob&);  static Blob get_key(BlobReader&, what, where);
+#pragma once
+
+#include "base/backoff.hpp"
+#include "base/blob.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
+#include "rails/protocol.hpp"
+#include "rails/registry.hpp"
+
+#include <pmr/window.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace pmr::detail::rails {
+
+/// How long a destructor waits for the network or the peer before it gives up: destructors must
+/// not hang on a dead or stuck peer, and cannot throw. PMR_TIMEOUT if set and shorter, else 10 s.
+inline double teardown_grace_seconds() noexcept {
+    try {
+        const double timeout = settings().timeout_seconds;
+        return timeout > 0 && timeout < 10.0 ? timeout : 10.0;
+    } catch (...) { // malformed PMR_TIMEOUT: reported elsewhere
+        return 10.0;
+    }
+}
+
+namespace check {
+template <class T, class = void>
+struct is_transport : std::false_type {};
+template <class T>
+struct is_transport<
+    T, std::void_t<
+           typename T::Connection, typename T::Process, typename T::Memory, typename T::RemoteKey,
+           typename T::Request,
+           decltype(std::size_t{T::rails(std::declval<const typename T::Process&>())}),
+           decltype(typename T::Request{
+               T::put(std::declval<typename T::Connection&>(), std::size_t{},
+                      std::declval<const typename T::RemoteKey&>(), std::declval<const void*>(),
+                      std::size_t{}, std::uint64_t{}, std::declval<const std::string&>())}),
+           decltype(T::fence(std::declval<typename T::Connection&>(), std::size_t{},
+                             std::declval<const std::string&>())),
+           decltype(typename T::Request{T::signal(std::declval<typename T::Connection&>(),
+                                                  std::size_t{}, std::declval<const Notice&>(),
+                                                  std::declval<const void*>(), std::size_t{},
+                                                  std::declval<const std::string&>())}),
+           decltype(T::notify(std::declval<typename T::Connection&>(), std::size_t{},
+                              std::declval<const Notice&>(), bool{},
+                              std::declval<const std::string&>())),
+           decltype(typename T::RemoteKey{T::unpack(
+               std::declval<typename T::Connection&>(), std::size_t{}, std::declval<const Blob&>(),
+               std::declval<const char*>(), std::declval<const std::string&>())}),
+           decltype(static_cast<Registry&>(std::declval<typename T::Process&>().registry())),
+           decltype(Blob{T::pack(std::declval<const typename T::Memory&>(),
+                                 std::declval<const std::string&>())}),
+           decltype(bool{std::declval<typename T::Request&>().done(
+               std::declval<const char*>(), std::declval<const std::string&>())})>>
+    : std::true_type {};
+} // namespace check
+
+template <class T>
+constexpr bool transport_conforms() {
+    static_assert(check::is_transport<T>::value,
+                  "a rail transport needs the types and functions listed in rails/put_path.hpp");
+    return true;
+}
+
+/// A receive window as its sender reads it: the generic part, then the packed keys of the inbox
+/// and of the buffer on every rail, then the provider's own part.
+struct RecvDescription {
+    std::uint64_t id;
+    std::uint64_t inbox;
+    std::uint64_t extra; ///< the provider's area behind the inbox (e.g. staging), 0 if none
+    std::uint64_t buffer;
+    std::uint64_t bytes;
+};
+
+/// A send window as its receiver reads it: the packed key of the credit cell, then this.
+struct SendDescription {
+    std::uint64_t id;
+    std::uint64_t cell;
+};
+
+// -------------------------------------------------------------------------------------------------
+// Sender
+// -------------------------------------------------------------------------------------------------
+
+template <class T>
+class RailSender {
+    static_assert(transport_conforms<T>());
+
+public:
+    using Connection = typename T::Connection;
+
+    RailSender(std::shared_ptr<typename T::Process> process, const std::string* where)
+        : process_(std::move(process)), where_(where) {
+        id_ = process_->registry().next_window_id();
+        cell_ = process_->acquire_cell(at());
+        cell_key_ = process_->cell_key(cell_);
+        try {
+            process_->registry().add_sender(id_, &flags_);
+        } catch (...) {
+            process_->registry().release_cell(cell_);
+            throw;
+        }
+    }
+    RailSender(const RailSender&) = delete;
+    RailSender& operator=(const RailSender&) = delete;
+
+    /// Ends the window: finishes a round whose puts were issued, tells the receiver on every rail
+    /// that carried pieces, and gives the cell back (or keeps it for a receiver that may still
+    /// put credits). Returns false if the network still reads from this object, which must then
+    /// be kept (leaked) rather than freed.
+    bool close() noexcept {
+        if (connection_ != nullptr && !load_store_) {
+            // Nothing was written while waiting for a credit; once puts are issued they read the
+            // user's buffer and their signal must follow, so that round is finished.
+            if (phase_ == Phase::credit) {
+                phase_ = Phase::idle;
+            }
+            Backoff backoff;
+            while (phase_ != Phase::idle) {
+                try {
+                    progress();
+                } catch (const std::exception&) {
+                    break;
+                }
+                if (backoff.pause() && (backoff.elapsed_seconds() > teardown_grace_seconds() ||
+                                        !connection_->peer_alive())) {
+                    break;
+                }
+            }
+            if (phase_ != Phase::idle) {
+                debug_log("a send window's last puts did not complete [" + at() + "]");
+                end_writing();
+                process_->registry().retire(id_, cell_);
+                return false;
+            }
+        }
+        // The receiver must not take the sender for closed (and free its memory) while puts of
+        // the last round are still on their way. A notice orders only behind the puts of its own
+        // rail, so every rail that carried pieces sends one, behind a fence; the receiver waits
+        // for all of them. No flush here: over emulated RMA it completes only while the peer
+        // progresses those rails, and the peer, done with its windows, may be anywhere.
+        if (connection_ != nullptr && !receiver_closed()) {
+            try {
+                Notice notice;
+                notice.target = receiver_id_;
+                notice.from = id_;
+                notice.kind = NoticeKind::sender_closed;
+                notice.rails = static_cast<std::uint16_t>(other_rails_used_);
+                for (std::size_t rail = connection_->rails(); rail-- > 0;) {
+                    if (rail != 0 && (other_rails_used_ & (1U << rail)) == 0) {
+                        continue;
+                    }
+                    T::fence(*connection_, rail, at());
+                    notice.rail = static_cast<std::uint16_t>(rail);
+                    T::notify(*connection_, rail, notice, false, at());
+                }
+            } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
+                // The receiver then learns it from PMR_TIMEOUT or the peer's death.
+            }
+        }
+        if (receiver_closed()) {
+            process_->registry().remove(id_);
+            process_->registry().release_cell(cell_);
+        } else {
+            // The receiver may still put a credit into the cell; it is reused once the receiver
+            // tells it closed.
+            process_->registry().retire(id_, cell_);
+        }
+        return true;
+    }
+
+    Blob describe() const {
+        BlobWriter description;
+        T::put_key(description, cell_key_);
+        description.put(SendDescription{id_, cell_.address});
+        return description.take();
+    }
+
+    /// Reads the generic part of the receiver's description (which must agree with the window
+    /// size the peer announced) and unpacks its keys; the provider's part follows in `reader`.
+    /// `signal_by_message`: signal rounds by notices instead of fenced sequence puts (where the
+    /// transport emulates puts, or orders them weakly).
+    RecvDescription connect(Connection& connection, BlobReader& reader, bool signal_by_message,
+                            std::size_t peer_bytes) {
+        const auto d = reader.template get<RecvDescription>();
+        if (d.bytes != peer_bytes || d.inbox == 0 || (d.bytes > 0 && d.buffer == 0)) {
+            reader.malformed("the receive window describes " + std::to_string(d.bytes) +
+                             " B at inbox " + std::to_string(d.inbox) + " but announced " +
+                             std::to_string(peer_bytes) + " B");
+        }
+        const auto peer_rails = reader.template get<std::uint32_t>();
+        if (peer_rails == 0 || peer_rails > max_rails) {
+            reader.malformed("the receive window announces " + std::to_string(peer_rails) +
+                             " rails");
+        }
+        std::vector<Blob> inbox_keys;
+        std::vector<Blob> buffer_keys;
+        for (std::uint32_t i = 0; i < peer_rails; ++i) {
+            inbox_keys.push_back(T::get_key(reader, "inbox", at()));
+            buffer_keys.push_back(T::get_key(reader, "receive buffer", at()));
+        }
+        const std::size_t rails = std::min<std::size_t>(connection.rails(), peer_rails);
+        // Some transports cannot unpack the keys of a dead process's memory (UCX crashes).
+        if (!connection.peer_alive()) {
+            raise<PeerLost>("the peer process exited before its receive window was used", at());
+        }
+        connection_ = &connection;
+        receiver_id_ = d.id;
+        inbox_address_ = d.inbox;
+        buffer_address_ = d.buffer;
+        for (std::size_t rail = 0; rail < rails; ++rail) {
+            inbox_keys_.push_back(T::unpack(connection, rail, inbox_keys[rail], "inbox", at()));
+            if (d.bytes > 0) {
+                buffer_keys_.push_back(
+                    T::unpack(connection, rail, buffer_keys[rail], "receive buffer", at()));
+            }
+        }
+        // From now on the receiver may release the memory behind the keys.
+        Notice connected;
+        connected.target = receiver_id_;
+        connected.from = id_;
+        connected.kind = NoticeKind::sender_connected;
+        T::notify(connection, 0, connected, false, at());
+        signal_by_message_ = signal_by_message;
+        return d;
+    }
+
+    /// The provider writes by loads and stores instead (it mapped the inbox): close() then only
+    /// tells the receiver.
+    void use_load_store() noexcept { load_store_ = true; }
+
+    const typename T::RemoteKey& inbox_key(std::size_t rail) const { return inbox_keys_[rail]; }
+    const typename T::RemoteKey* buffer_key(std::size_t rail) const {
+        return rail < buffer_keys_.size() ? &buffer_keys_[rail] : nullptr;
+    }
+
+    void post(const std::byte* data, std::size_t bytes) {
+        pieces_.assign(1, RailRange{0, bytes, 0});
+        rails_used_ = 1;
+        bytes_ = bytes;
+        begin(data);
+    }
+
+    void post(const std::byte* data, const RailRange* ranges, std::size_t count) {
+        pieces_.clear();
+        rails_used_ = 1;
+        bytes_ = count > 0 ? ranges[count - 1].offset + ranges[count - 1].bytes : 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const RailRange& r = ranges[i];
+            if (r.bytes == 0) {
+                continue;
+            }
+            rails_used_ = std::max(rails_used_, r.rail + 1);
+            if (!pieces_.empty() && pieces_.back().rail == r.rail) {
+                pieces_.back().bytes += r.bytes; // the core checked that the pieces are contiguous
+            } else {
+                pieces_.push_back(r);
+            }
+        }
+        begin(data);
+    }
+
+    /// Progress; true once the round is complete (and on every call until the next post).
+    bool progress() {
+        try {
+            if (phase_ == Phase::credit && !start()) {
+                return false;
+            }
+            if (phase_ == Phase::completing) {
+                if (!finished()) {
+                    return false;
+                }
+                phase_ = Phase::idle;
+            }
+            return true;
+        } catch (...) {
+            end_writing();
+            phase_ = Phase::idle;
+            requests_.clear();
+            throw;
+        }
+    }
+
+    bool receiver_closed() const noexcept {
+        return (flags_.load(std::memory_order_acquire) & revoked_bit) != 0 ||
+               cell_.word->load(std::memory_order_acquire) == revoked_credit;
+    }
+
+    std::uint64_t id() const noexcept { return id_; }
+    Connection* connection() const noexcept { return connection_; }
+
+private:
+    enum class Phase : std::uint8_t {
+        idle,       ///< no round pending
+        credit,     ///< waiting for the receiver's credit
+        completing, ///< everything issued; waiting until the network no longer reads the sources
+    };
+
+    /// What the put path writes of a slot before its sequence word: bytes, delivery, then data.
+    static constexpr std::size_t slot_header_offset = offsetof(copy_channel::Slot, bytes);
+    static constexpr std::size_t slot_header_bytes =
+        offsetof(copy_channel::Slot, data) - slot_header_offset;
+
+    const std::string& at() const noexcept { return *where_; }
+
+    std::uint64_t slot_address(std::uint64_t round) const noexcept {
+        return inbox_address_ + offsetof(Inbox, block) +
+               offsetof(copy_channel::ControlBlock, slots) +
+               (round % copy_channel::slot_count) * sizeof(copy_channel::Slot);
+    }
+
+    void begin(const std::byte* data) {
+        ++round_;
+        source_ = data;
+        phase_ = Phase::credit;
+        progress();
+    }
+
+    // Issues the round once the credit of round n is there.
+    bool start() {
+        const std::uint64_t credit = cell_.word->load(std::memory_order_acquire);
+        if (credit == revoked_credit || (flags_.load(std::memory_order_acquire) & revoked_bit)) {
+            receiver_gone();
+        }
+        if (credit < round_) {
+            // The credit lands on rail 0, but the peer may grant it only once this side has
+            // progressed the others (its send to this side finished).
+            connection_->progress();
+            return false;
+        }
+        // From here on the network writes into the receiver's memory: a revocation that arrives
+        // now waits for this round's signal (see Registry::handle).
+        if ((flags_.fetch_or(writing_bit, std::memory_order_acq_rel) & revoked_bit) != 0) {
+            end_writing();
+            receiver_gone();
+        }
+        const std::uint64_t slot = slot_address(round_);
+        if (bytes_ > 0 && bytes_ <= copy_channel::inline_capacity && signal_by_message_) {
+            // One notice carries a small message whole: a put costs a message of its own where
+            // the transport emulates puts.
+            keep(T::signal(*connection_, 0, arrival(0, 0), source_, bytes_, at()));
+            end_writing();
+            phase_ = Phase::completing;
+            return true;
+        }
+        if (bytes_ <= copy_channel::inline_capacity) {
+            // Slot and sequence word go to the inbox over one lane, which a fence orders.
+            image_.bytes = bytes_;
+            image_.delivery = copy_channel::Delivery::inlined;
+            image_.reserved = 0;
+            if (bytes_ > 0) {
+                std::memcpy(image_.data, source_, bytes_);
+            }
+            keep(T::put(*connection_, 0, inbox_keys_[0], &image_.bytes, slot_header_bytes + bytes_,
+                        slot + slot_header_offset, at()));
+            put_sequence(slot);
+            return true;
+        }
+        std::uint16_t other_rails = 0;
+        for (const RailRange& piece : pieces_) {
+            keep(T::put(*connection_, piece.rail, buffer_keys_[piece.rail], source_ + piece.offset,
+                        piece.bytes, buffer_address_ + piece.offset, at()));
+            if (piece.rail != 0) {
+                other_rails = static_cast<std::uint16_t>(other_rails | (1U << piece.rail));
+            }
+        }
+        other_rails_used_ |= other_rails;
+        // Each rail signals its own pieces after them, on the same lane; rail 0 also the round.
+        for (std::size_t rail = 1; rail < rails_used_; ++rail) {
+            if ((other_rails & (1U << rail)) == 0) {
+                continue;
+            }
+            T::fence(*connection_, rail, at());
+            if (signal_by_message_) {
+                keep(T::signal(*connection_, rail, arrival(rail, 0), nullptr, 0, at()));
+            } else {
+                rail_rounds_[rail] = round_;
+                keep(T::put(*connection_, rail, inbox_keys_[rail], &rail_rounds_[rail],
+                            sizeof(std::uint64_t),
+                            inbox_address_ + offsetof(Inbox, rail_round) +
+                                rail * sizeof(std::uint64_t),
+                            at()));
+            }
+        }
+        if (signal_by_message_) {
+            T::fence(*connection_, 0, at());
+            keep(T::signal(*connection_, 0, arrival(0, other_rails), nullptr, 0, at()));
+            end_writing();
+            phase_ = Phase::completing;
+        } else {
+            image_.bytes = bytes_;
+            image_.delivery = copy_channel::Delivery::direct;
+            image_.reserved = other_rails;
+            keep(T::put(*connection_, 0, inbox_keys_[0], &image_.bytes, slot_header_bytes,
+                        slot + slot_header_offset, at()));
+            put_sequence(slot);
+        }
+        return true;
+    }
+
+    const Notice& arrival(std::size_t rail, std::uint16_t other_rails) {
+        Notice& n = signals_[rail];
+        n.target = receiver_id_;
+        n.from = id_;
+        n.round = round_;
+        n.bytes = bytes_;
+        n.kind = NoticeKind::arrived;
+        n.rail = static_cast<std::uint16_t>(rail);
+        n.rails = other_rails;
+        return n;
+    }
+
+    void put_sequence(std::uint64_t slot) {
+        T::fence(*connection_, 0, at());
+        sequence_ = round_;
+        keep(T::put(*connection_, 0, inbox_keys_[0], &sequence_, sizeof sequence_,
+                    slot + offsetof(copy_channel::Slot, sequence), at()));
+        end_writing();
+        phase_ = Phase::completing;
+    }
+
+    bool finished() {
+        if (requests_.empty()) {
+            return true;
+        }
+        connection_->progress();
+        auto pending = std::remove_if(requests_.begin(), requests_.end(),
+                                      [&](auto& r) { return r.done("put", at()); });
+        requests_.erase(pending, requests_.end());
+        return requests_.empty();
+    }
+
+    void keep(typename T::Request request) {
+        if (request.pending()) {
+            requests_.push_back(std::move(request));
+        }
+    }
+
+    void end_writing() noexcept { flags_.fetch_and(~writing_bit, std::memory_order_acq_rel); }
+
+    [[noreturn]] void receiver_gone() const {
+        raise<PeerLost>("the peer destroyed its receive window", at(),
+                        "Keep windows alive until both sides have finished their last round.");
+    }
+
+    std::shared_ptr<typename T::Process> process_;
+    const std::string* where_;
+    std::uint64_t id_ = 0;
+    CreditCell cell_;
+    Blob cell_key_;
+    /// writing_bit and revoked_bit, shared with the registry's notice handler.
+    std::atomic<std::uint32_t> flags_{0};
+
+    Connection* connection_ = nullptr;
+    std::uint64_t receiver_id_ = 0;
+    std::vector<typename T::RemoteKey> inbox_keys_;  ///< one per rail
+    std::vector<typename T::RemoteKey> buffer_keys_; ///< one per rail
+    std::uint64_t inbox_address_ = 0;
+    std::uint64_t buffer_address_ = 0;
+    bool load_store_ = false;
+
+    bool signal_by_message_ = false; ///< notices instead of fence and sequence put
+    std::uint64_t round_ = 0;
+    Phase phase_ = Phase::idle;
+    const std::byte* source_ = nullptr;
+    std::size_t bytes_ = 0;
+    std::vector<RailRange> pieces_;      ///< of the current round, coalesced per rail
+    std::size_t rails_used_ = 1;         ///< rails the round touches: 0 .. rails_used - 1
+    std::uint32_t other_rails_used_ = 0; ///< mask of the rails above 0 that ever carried pieces
+    std::vector<typename T::Request> requests_;
+    // Sources of the puts and notices, valid until `requests_` are done.
+    copy_channel::Slot image_;
+    std::uint64_t sequence_ = 0;
+    std::uint64_t rail_rounds_[max_rails] = {};
+    Notice signals_[max_rails];
+};
+
+// -------------------------------------------------------------------------------------------------
+// Receiver
+// -------------------------------------------------------------------------------------------------
+
+template <class T>
+class RailReceiver {
+    static_assert(transport_conforms<T>());
+
+public:
+    using Connection = typename T::Connection;
+
+    /// Allocates the inbox (with `extra` bytes behind it for the provider, e.g. a staging area)
+    /// and registers the buffer on every rail of the process.
+    RailReceiver(std::shared_ptr<typename T::Process> process, const std::string* where,
+                 std::byte* buffer, std::size_t bytes, std::size_t extra)
+        : process_(std::move(process)), where_(where), buffer_(buffer), bytes_(bytes) {
+        typename T::Process& p = *process_;
+        id_ = p.registry().next_window_id();
+        if (bytes_ > 0) {
+            allocation_ = T::owned(p, buffer_, bytes_);
+        }
+        const std::size_t inbox_bytes = (sizeof(Inbox) + copy_channel::cache_line - 1) /
+                                        copy_channel::cache_line * copy_channel::cache_line;
+        inbox_memory_ = T::allocate(p, inbox_bytes + extra, sizeof(Inbox), at());
+        inbox_ = new (inbox_memory_->data()) Inbox();
+        if (extra > 0) {
+            extra_area_ = inbox_memory_->data() + inbox_bytes;
+        }
+        for (std::size_t rail = 0; rail < T::rails(p); ++rail) {
+            if (rail == 0) {
+                inbox_keys_.push_back(T::pack(*inbox_memory_, at()));
+            } else {
+                auto registration = T::map(p, rail, inbox_, sizeof(Inbox), at());
+                inbox_keys_.push_back(T::pack(*registration, at()));
+                registrations_.push_back(std::move(registration));
+            }
+            if (bytes_ == 0) {
+                buffer_keys_.emplace_back();
+            } else if (rail == 0 && allocation_) {
+                buffer_keys_.push_back(T::pack(*allocation_, at()));
+            } else {
+                auto registration = T::map(p, rail, buffer_, bytes_, at());
+                buffer_keys_.push_back(T::pack(*registration, at()));
+                registrations_.push_back(std::move(registration));
+            }
+        }
+        p.registry().add_receiver(id_, inbox_, &acked_, &sender_connected_);
+    }
+    RailReceiver(const RailReceiver&) = delete;
+    RailReceiver& operator=(const RailReceiver&) = delete;
+
+    /// Ends the window. Returns false if the sender may still write into this object's memory,
+    /// which must then be kept (leaked) rather than freed.
+    bool close() noexcept {
+        bool answered = true;
+        if (connection_ != nullptr) {
+            revoke_mapped();
+            if (mapped_cell_ != nullptr) {
+                mapped_cell_->store(revoked_credit, std::memory_order_release);
+            }
+            try {
+                if (!sender_closed()) {
+                    answered = revoke_put(round_ > 0 && !arrived());
+                }
+                finish_credit();
+            } catch (const std::exception&) {
+                answered = !credit_request_.pending();
+            }
+            connection_->progress(); // a sender_connected notice may be on its way
+        }
+        process_->registry().remove(id_);
+        // A sender that has not unpacked the keys yet may still do so, and some transports crash
+        // on keys of freed memory (UCX's shared memory): keep the memory until exit. A sender that
+        // may still write: likewise (a user buffer cannot be kept).
+        if (!answered || !sender_connected_.load(std::memory_order_acquire)) {
+            debug_log(std::string("keeping the registered memory of a receive window until exit: "
+                                  "its sender ") +
+                      (answered ? "has not connected" : "may still write into it") + " [" + at() +
+                      "]");
+            process_->bury(inbox_memory_);
+            for (auto& registration : registrations_) {
+                process_->bury(registration);
+            }
+            process_->bury(allocation_);
+        }
+        return answered;
+    }
+
+    Blob describe(const Blob& provider_part) const {
+        RecvDescription d{};
+        d.id = id_;
+        d.inbox = reinterpret_cast<std::uintptr_t>(inbox_);
+        d.extra = reinterpret_cast<std::uintptr_t>(extra_area_);
+        d.buffer = reinterpret_cast<std::uintptr_t>(buffer_);
+        d.bytes = bytes_;
+        BlobWriter description;
+        description.put(d).put(static_cast<std::uint32_t>(inbox_keys_.size()));
+        for (std::size_t rail = 0; rail < inbox_keys_.size(); ++rail) {
+            T::put_key(description, inbox_keys_[rail]);
+            T::put_key(description, buffer_keys_[rail]);
+        }
+        description.put_bytes(provider_part);
+        return description.take();
+    }
+
+    /// `map_cell`: store credits straight into the sender's cell where it can be mapped here.
+    void connect(Connection& connection, const Blob& peer, bool map_cell) {
+        BlobReader reader(peer, at());
+        const Blob cell_key = T::get_key(reader, "credit cell", at());
+        const auto d = reader.template get<SendDescription>();
+        reader.finish();
+        // Some transports cannot unpack the keys of a dead process's memory (UCX crashes).
+        if (!connection.peer_alive()) {
+            raise<PeerLost>("the peer process exited before its send window was used", at());
+        }
+        connection_ = &connection;
+        sender_id_ = d.id;
+        cell_address_ = d.cell;
+        cell_key_ = T::unpack(connection, 0, cell_key, "credit cell", at());
+        if (map_cell) {
+            mapped_cell_ = reinterpret_cast<std::atomic<std::uint64_t>*>(cell_key_.pointer(d.cell));
+        }
+        // The sender chooses its path; where this side maps the sender's memory, the sender maps
+        // this side's (same transports on both sides) and takes the load/store path.
+        sender_puts_ = mapped_cell_ == nullptr;
+    }
+
+    void init() {
+        ++round_;
+        // The credit goes where either path of the sender looks: the inbox (load/store) and the
+        // sender's cell (put path).
+        copy_channel::grant(inbox_->block, round_);
+        if (sender_closed()) {
+            return; // nobody to grant; wait() reports PeerLost
+        }
+        if (mapped_cell_ != nullptr) {
+            mapped_cell_->store(round_, std::memory_order_release);
+            return;
+        }
+        finish_credit(); // the network may still read the previous credit from `credit_`
+        credit_ = round_;
+        credit_request_ =
+            T::put(*connection_, 0, cell_key_, &credit_, sizeof credit_, cell_address_, at());
+    }
+
+    bool test() {
+        if (arrived()) {
+            return true;
+        }
+        if (!sender_puts_ && !credit_request_.pending()) {
+            return false;
+        }
+        connection_->progress();
+        (void)credit_request_.done("put (credit)", at()); // throws if the put failed
+        return arrived();
+    }
+
+    std::size_t received_bytes() const noexcept { return received_; }
+
+    bool sender_closed() const noexcept {
+        return inbox_->block.sender_closed.load(std::memory_order_acquire) != 0;
+    }
+
+    Inbox* inbox() const noexcept { return inbox_; }
+    std::byte* extra_area() const noexcept { return extra_area_; }
+    const std::shared_ptr<typename T::Memory>& allocation() const noexcept { return allocation_; }
+
+private:
+    const std::string& at() const noexcept { return *where_; }
+
+    // copy_channel::receive(), plus the pieces of a multi-rail round.
+    bool arrived() noexcept {
+        copy_channel::Slot& slot = copy_channel::slot_of(inbox_->block, round_);
+        if (slot.sequence.load(std::memory_order_acquire) != round_) {
+            return false;
+        }
+        for (std::uint32_t others = slot.reserved, rail = 1; others >> rail != 0; ++rail) {
+            if (((others >> rail) & 1U) != 0 &&
+                inbox_->rail_round[rail].load(std::memory_order_acquire) != round_) {
+                return false;
+            }
+        }
+        sender_connected_.store(true, std::memory_order_relaxed); // it wrote: it has the keys
+        received_ = static_cast<std::size_t>(slot.bytes);
+        if (received_ > 0 && slot.delivery == copy_channel::Delivery::inlined) {
+            std::memcpy(buffer_, slot.data, received_);
+        } else if (received_ > 0 && slot.delivery == copy_channel::Delivery::staged) {
+            std::memcpy(buffer_, extra_area_, received_);
+        }
+        return true;
+    }
+
+    void finish_credit() {
+        Backoff backoff;
+        while (!credit_request_.done("put (credit)", at())) {
+            connection_->progress();
+            if (backoff.pause() && !connection_->peer_alive()) {
+                raise<PeerLost>("the peer process exited", at());
+            }
+        }
+    }
+
+    // The load/store path: withdraw the credit in the inbox; a sender that claimed it is copying
+    // into the user buffer by cross-memory attach right now, which must end before it is freed.
+    void revoke_mapped() noexcept {
+        Backoff backoff;
+        while (copy_channel::revoke(inbox_->block) != 0) {
+            if (backoff.pause() && (backoff.elapsed_seconds() > teardown_grace_seconds() ||
+                                    !connection_->peer_alive())) {
+                break;
+            }
+        }
+    }
+
+    // The put path: tell the sender; while a credit is out it may be putting into this memory,
+    // so wait (bounded) until it acknowledges or finishes the round. False if it never answered.
+    bool revoke_put(bool outstanding) {
+        // Credits put earlier must land before the notice, which may recycle the cell.
+        T::fence(*connection_, 0, at());
+        Notice notice;
+        notice.target = sender_id_;
+        notice.from = id_;
+        notice.round = outstanding ? round_ : 0;
+        notice.kind = NoticeKind::receiver_closed;
+        T::notify(*connection_, 0, notice, outstanding, at());
+        if (!outstanding || !sender_puts_) {
+            return true;
+        }
+        Backoff backoff;
+        while (!arrived() && !acked_.load(std::memory_order_acquire) && !sender_closed()) {
+            connection_->progress();
+            if (backoff.pause()) {
+                if (!connection_->peer_alive()) {
+                    return true;
+                }
+                if (backoff.elapsed_seconds() > teardown_grace_seconds()) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    std::shared_ptr<typename T::Process> process_;
+    const std::string* where_;
+    std::uint64_t id_ = 0;
+    std::shared_ptr<typename T::Memory> inbox_memory_;               ///< rail 0
+    std::vector<std::shared_ptr<typename T::Memory>> registrations_; ///< inbox rails 1.., buffer
+    Inbox* inbox_ = nullptr;
+    std::byte* extra_area_ = nullptr;
+    std::byte* buffer_ = nullptr;
+    std::size_t bytes_ = 0;
+    std::shared_ptr<typename T::Memory> allocation_; ///< library-owned memory of the provider
+    std::vector<Blob> inbox_keys_;                   ///< per rail
+    std::vector<Blob> buffer_keys_;                  ///< per rail
+    std::atomic<bool> acked_{false};
+    std::atomic<bool> sender_connected_{false}; ///< the sender has unpacked this window's keys
+
+    Connection* connection_ = nullptr;
+    std::uint64_t sender_id_ = 0;
+    typename T::RemoteKey cell_key_;
+    std::uint64_t cell_address_ = 0;
+    std::atomic<std::uint64_t>* mapped_cell_ = nullptr; ///< credits by store when not null
+    std::uint64_t credit_ = 0;                          ///< source of the credit put
+    typename T::Request credit_request_;
+    bool sender_puts_ = true; ///< the sender is on the put path (its data lands during progress)
+
+    std::uint64_t round_ = 0;
+    std::size_t received_ = 0;
+};
+
+} // namespace pmr::detail::rails

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: MIT
+#include "rails/registry.hpp"
+
+#include <new>
+
+namespace pmr::detail::rails {
+
+void Registry::add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link& link = links_[id];
+    link.role = Link::Role::sender;
+    link.sender_state = state;
+}
+
+void Registry::add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
+                            std::atomic<bool>* connected) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link& link = links_[id];
+    link.role = Link::Role::receiver;
+    link.inbox = inbox;
+    link.acked = acked;
+    link.connected = connected;
+}
+
+void Registry::remove(std::uint64_t id) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    links_.erase(id);
+}
+
+void Registry::retire(std::uint64_t id, const CreditCell& cell) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = links_.find(id);
+    if (it == links_.end()) {
+        return;
+    }
+    it->second.role = Link::Role::retired;
+    it->second.sender_state = nullptr;
+    it->second.cell = cell;
+}
+
+std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
+                                       std::size_t bytes) noexcept {
+    bool acknowledge = false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = links_.find(notice.target);
+    Link* link = it != links_.end() ? &it->second : nullptr;
+    switch (notice.kind) {
+    case NoticeKind::receiver_closed:
+        acknowledge = notice.round != 0;
+        if (link != nullptr && link->role == Link::Role::sender) {
+            const std::uint32_t before =
+                link->sender_state->fetch_or(revoked_bit, std::memory_order_acq_rel);
+            // A sender in the middle of its puts finishes the round: the receiver waits for the
+            // sequence word instead of an acknowledgement.
+            acknowledge = acknowledge && (before & writing_bit) == 0;
+        } else if (link != nullptr && link->role == Link::Role::retired) {
+            release_cell_locked(link->cell);
+            links_.erase(it);
+        }
+        break;
+    case NoticeKind::sender_closed:
+        if (link != nullptr && link->role == Link::Role::receiver && notice.rail < max_rails) {
+            // Closed once every rail that carried pieces has said so behind its last puts.
+            link->closed_rails |= 1U << notice.rail;
+            const std::uint32_t all = notice.rails | 1U;
+            if ((link->closed_rails & all) == all) {
+                link->inbox->block.sender_closed.store(1, std::memory_order_release);
+            }
+        }
+        break;
+    case NoticeKind::arrived:
+        if (link != nullptr && link->role == Link::Role::receiver) {
+            // The pieces came before this message on the same lane: publish them.
+            if (notice.rail == 0 && bytes > 0 && bytes == notice.bytes &&
+                bytes <= copy_channel::inline_capacity) {
+                copy_channel::slot_of(link->inbox->block, notice.round).reserved = 0;
+                copy_channel::publish_inline(link->inbox->block, notice.round,
+                                             static_cast<const std::byte*>(data), bytes);
+            } else if (notice.rail == 0) {
+                copy_channel::Slot& slot = copy_channel::slot_of(link->inbox->block, notice.round);
+                slot.reserved = notice.rails;
+                copy_channel::publish(link->inbox->block, notice.round, notice.bytes,
+                                      copy_channel::Delivery::direct);
+            } else if (notice.rail < max_rails) {
+                link->inbox->rail_round[notice.rail].store(notice.round, std::memory_order_release);
+            }
+        }
+        break;
+    case NoticeKind::revoke_ack:
+        if (link != nullptr && link->role == Link::Role::receiver) {
+            link->acked->store(true, std::memory_order_release);
+        }
+        break;
+    case NoticeKind::sender_connected:
+        if (link != nullptr && link->role == Link::Role::receiver) {
+            link->connected->store(true, std::memory_order_release);
+        }
+        break;
+    }
+    if (!acknowledge) {
+        return std::nullopt;
+    }
+    Notice ack;
+    ack.target = notice.from;
+    ack.from = notice.target;
+    ack.round = notice.round;
+    ack.kind = NoticeKind::revoke_ack;
+    return ack;
+}
+
+std::optional<CreditCell> Registry::take_cell() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_cells_.empty()) {
+        return std::nullopt;
+    }
+    CreditCell cell = free_cells_.back();
+    free_cells_.pop_back();
+    cell.word->store(0, std::memory_order_relaxed);
+    return cell;
+}
+
+void Registry::add_chunk(std::byte* memory, std::uint64_t address, std::size_t count,
+                         std::uint32_t chunk) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_cells_.reserve(free_cells_.size() + count);
+    for (std::size_t i = count; i-- > 0;) {
+        std::byte* line = memory + i * copy_channel::cache_line;
+        CreditCell cell;
+        cell.word = new (line) std::atomic<std::uint64_t>(0);
+        cell.address = address + i * copy_channel::cache_line;
+        cell.chunk = chunk;
+        cell.index = static_cast<std::uint32_t>(i);
+        free_cells_.push_back(cell);
+    }
+}
+
+void Registry::release_cell(const CreditCell& cell) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cell_locked(cell);
+}
+
+void Registry::release_cell_locked(const CreditCell& cell) noexcept {
+    try {
+        free_cells_.push_back(cell);
+    } catch (...) { // NOLINT(bugprone-empty-catch): out of memory: the cell stays unused
+    }
+}
+
+} // namespace pmr::detail::rails

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+// The windows of one process that notices can reach, by window id, and the credit cells of its
+// send windows. One registry per provider process state; the provider feeds it the notices that
+// arrive (handle()) and the memory for new cells (add_chunk()).
+#pragma once
+
+#include "rails/protocol.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace pmr::detail::rails {
+
+class Registry {
+public:
+    std::uint64_t next_window_id() noexcept { return next_id_.fetch_add(1) + 1; }
+
+    // Windows ------------------------------------------------------------------------------------
+    void add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state);
+    /// `acked` and `connected` are set by revoke_ack and sender_connected notices.
+    void add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
+                      std::atomic<bool>* connected);
+    void remove(std::uint64_t id) noexcept;
+    /// The send window `id` is gone but its receiver may still put credits into `cell`: keep the
+    /// cell until the receiver says it closed.
+    void retire(std::uint64_t id, const CreditCell& cell) noexcept;
+
+    /// Applies a notice that arrived with `bytes` of `data`. Returns the answer to send back on
+    /// the link it came on, if any (a revoke_ack; the caller sends it, after a fence, so that it
+    /// does not overtake the puts of earlier rounds). Never throws: it runs inside the provider's
+    /// progress.
+    std::optional<Notice> handle(const Notice& notice, const void* data,
+                                 std::size_t bytes) noexcept;
+
+    // Credit cells -------------------------------------------------------------------------------
+    /// A free cell, zeroed, or nothing (then the provider adds a chunk).
+    std::optional<CreditCell> take_cell() noexcept;
+    /// Carves `count` cells out of registered memory at `memory` (cache-line aligned), whose
+    /// address as peers see it is `address`; `chunk` numbers the chunk for the provider's key.
+    void add_chunk(std::byte* memory, std::uint64_t address, std::size_t count,
+                   std::uint32_t chunk);
+    /// Returns a cell no receiver can write to any more.
+    void release_cell(const CreditCell& cell) noexcept;
+
+private:
+    struct Link {
+        enum class Role : std::uint8_t { sender, receiver, retired } role = Role::sender;
+        std::atomic<std::uint32_t>* sender_state = nullptr;
+        Inbox* inbox = nullptr;
+        std::atomic<bool>* acked = nullptr;
+        std::atomic<bool>* connected = nullptr;
+        std::uint32_t closed_rails = 0; ///< receiver: rails whose sender_closed notice came
+        CreditCell cell;
+    };
+
+    void release_cell_locked(const CreditCell& cell) noexcept;
+
+    std::atomic<std::uint64_t> next_id_{0};
+    std::mutex mutex_; // links_, free_cells_
+    std::map<std::uint64_t, Link> links_;
+    std::vector<CreditCell> free_cells_;
+};
+
+} // namespace pmr::detail::rails
