@@ -3,6 +3,8 @@
 // and self connections. Runs on one rank.
 #include "support.hpp"
 
+#include "base/backoff.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <pmr/pmr.hpp>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using pmr_test::message_of;
@@ -250,4 +253,32 @@ TEST_CASE("moved windows and connections keep working", "[window]") {
     send.wait();
     recv.wait();
     CHECK(std::string(recv.begin(), recv.end()) == "abc");
+}
+
+// Last in this file: it changes the process's spin policy for the waits that follow.
+TEST_CASE("waits spin while the ranks fit the CPUs and yield at once beyond", "[unit][spin]") {
+    auto& policy = pmr::detail::SpinPolicy::instance();
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    REQUIRE(cpus >= 1);
+    policy.set_ranks_on_node(1);
+    // A loaded machine must not make a fitting rank hand its core away (the launcher may have
+    // counted more ranks than this test sees, so "fits" holds only if nothing said otherwise).
+    if (!policy.oversubscribed()) {
+        CHECK(policy.spin_only());
+        CHECK(policy.budget_ns() > 0);
+        policy.futile(); // a spin that found nothing does not switch to yielding
+        pmr::detail::Backoff wait;
+        for (int i = 0; i < 10000; ++i) {
+            (void)wait.pause();
+        }
+        CHECK(policy.spin_only());
+    }
+    policy.set_ranks_on_node(static_cast<int>(cpus) + 1);
+    CHECK(policy.oversubscribed());
+    CHECK_FALSE(policy.spin_only());
+    CHECK(policy.budget_ns() == 0);
+    // A smaller count (a sub-communicator) does not undo what a larger one found.
+    policy.set_ranks_on_node(1);
+    CHECK(policy.oversubscribed());
+    CHECK_FALSE(policy.spin_only());
 }

@@ -56,9 +56,22 @@ SpinPolicy& SpinPolicy::instance() {
 }
 
 void SpinPolicy::set_ranks_on_node(int ranks) noexcept {
-    if (fixed_ || ranks <= cpus_for_ranks()) {
+    // Counts of sub-communicators see part of the node only: the largest count is the best.
+    int known = ranks_on_node_.load(std::memory_order_relaxed);
+    while (ranks > known && !ranks_on_node_.compare_exchange_weak(known, ranks)) {
+    }
+    ranks = std::max(ranks, known);
+    if (fixed_ || ranks <= 0) {
         return;
     }
+    if (ranks <= cpus_for_ranks()) {
+        if (!oversubscribed_.load(std::memory_order_relaxed)) {
+            spin_only_.store(true, std::memory_order_relaxed);
+            budget_ns_.store(ceiling_ns_, std::memory_order_relaxed);
+        }
+        return;
+    }
+    spin_only_.store(false, std::memory_order_relaxed);
     if (!oversubscribed_.exchange(true)) {
         budget_ns_.store(0, std::memory_order_relaxed);
         debug_log("waits yield at once: " + std::to_string(ranks) + " ranks on this node share " +

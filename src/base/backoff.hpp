@@ -5,10 +5,13 @@
 //
 // Spinning only pays while every rank has a core of its own. With more ranks than cores a spinning
 // rank takes the time slice of the peer it waits for, so the spin budget is 0 (yield at once, as
-// Open MPI does when oversubscribed) when this node runs more ranks than it has CPUs, and it adapts
-// at run time: waits whose spin found nothing halve the budget of the next waits, waits that
-// complete while spinning double it again, up to PMR_SPIN_US (default 20 us). PMR_SPIN_US, when
-// set, fixes the budget.
+// Open MPI does when oversubscribed) when this node runs more ranks than it has CPUs. When the
+// ranks are known to fit (pmr::Communicator or the launcher counted them), waits never yield, as
+// MPI's do not: a yield hands the core to whatever else is runnable (a compiler, another job),
+// and on a loaded machine each one costs a time slice of milliseconds. While the count is unknown
+// the budget adapts at run time: waits whose spin found nothing halve the budget of the next
+// waits, waits that complete while spinning double it again, up to PMR_SPIN_US (default 20 us).
+// PMR_SPIN_US, when set, fixes the budget whatever the count.
 #pragma once
 
 #include "base/environment.hpp"
@@ -37,10 +40,13 @@ public:
     void futile() noexcept;
     /// A wait completed while spinning: spin more, up to the configured budget.
     void fruitful() noexcept;
-    /// This node runs `ranks` ranks (learnt at set-up): with more ranks than CPUs, never spin.
+    /// This node runs at least `ranks` ranks (learnt at set-up): with more ranks than CPUs, never
+    /// spin; with at most as many, never yield.
     void set_ranks_on_node(int ranks) noexcept;
     /// Whether waits currently yield at once because the node is oversubscribed.
     bool oversubscribed() const noexcept { return oversubscribed_.load(std::memory_order_relaxed); }
+    /// Whether waits spin until they complete because every rank here has a CPU.
+    bool spin_only() const noexcept { return spin_only_.load(std::memory_order_relaxed); }
 
     /// The policy of this process; reads PMR_SPIN_US and the launcher's rank count at first use.
     /// @throws ArgumentError for a malformed PMR_SPIN_US.
@@ -52,6 +58,8 @@ private:
     std::int64_t ceiling_ns_; ///< PMR_SPIN_US
     bool fixed_;              ///< PMR_SPIN_US was set: no adaptation
     std::atomic<bool> oversubscribed_{false};
+    std::atomic<bool> spin_only_{false};
+    std::atomic<int> ranks_on_node_{0}; ///< the most ranks any count found here
     std::atomic<std::int64_t> budget_ns_{0};
 };
 
@@ -63,7 +71,8 @@ public:
     Backoff()
         : policy_(SpinPolicy::instance()), start_(Clock::now()),
           spin_until_(start_ + std::chrono::nanoseconds(policy_.budget_ns())),
-          next_check_(start_ + check_interval), yielding_(policy_.budget_ns() == 0) {}
+          next_check_(start_ + check_interval), yielding_(policy_.budget_ns() == 0),
+          spin_only_(policy_.spin_only()) {}
     Backoff(const Backoff&) = delete;
     Backoff& operator=(const Backoff&) = delete;
 
@@ -86,7 +95,7 @@ public:
                 return false;
             }
             now_ = Clock::now();
-            yielding_ = now_ >= spin_until_;
+            yielding_ = !spin_only_ && now_ >= spin_until_;
             spun_out_ = yielding_;
         } else {
             sched_yield();
@@ -123,6 +132,7 @@ private:
     Clock::time_point now_{};
     std::uint64_t polls_ = 0;
     bool yielding_;
+    bool spin_only_;
     bool spun_out_ = false;
 };
 
