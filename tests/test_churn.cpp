@@ -84,8 +84,14 @@ void churn(bool use, int cycles) {
                 << " -> " << files_after << ", resident " << resident / 1024 << " KiB -> "
                 << resident_after / 1024 << " KiB");
     CHECK(files_after <= files + 2);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers keep freed memory in quarantine (256 MB by default), so resident memory grows
+    // with every free; the optimised build, which CI runs too, checks it.
+    WARN("resident memory not checked in a sanitizer build (its quarantine keeps freed memory)");
+#else
     // A leak of a few hundred bytes per cycle would show as several hundred KiB here.
     CHECK(resident_after <= resident + 512 * 1024);
+#endif
 }
 
 } // namespace
