@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace Catch {
@@ -68,6 +69,35 @@ inline std::optional<std::string> environment(const char* name) {
     }
     return std::string(value);
 }
+
+/// Sets environment variables for one scope and restores them, in reverse order, at its end.
+class ScopedEnvironment {
+public:
+    ScopedEnvironment() = default;
+    ScopedEnvironment(const ScopedEnvironment&) = delete;
+    ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+    ~ScopedEnvironment() {
+        for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+            if (it->second) {
+                setenv(it->first.c_str(), it->second->c_str(), 1);
+            } else {
+                unsetenv(it->first.c_str());
+            }
+        }
+    }
+    /// `value` null: unsets `name`.
+    void set(const char* name, const char* value) {
+        saved_.emplace_back(name, environment(name));
+        if (value != nullptr) {
+            setenv(name, value, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+
+private:
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 /// Checks the provider a connection settled on: null and self by target, otherwise an inter-process
 /// provider of this build, and the one named by PMR_PROVIDER if that is set.

@@ -43,30 +43,6 @@ bool skip_without_device(const char* what) {
     return true;
 }
 
-struct Restore {
-    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-    void set(const char* name, const char* value) {
-        saved.emplace_back(name, environment(name));
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    Restore() = default;
-    Restore(const Restore&) = delete;
-    Restore& operator=(const Restore&) = delete;
-    ~Restore() {
-        for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-            if (it->second) {
-                setenv(it->first.c_str(), it->second->c_str(), 1);
-            } else {
-                unsetenv(it->first.c_str());
-            }
-        }
-    }
-};
-
 verbs::LaneAddress infiniband_lane() {
     verbs::LaneAddress a;
     a.qpn = 0x1234;
@@ -138,7 +114,7 @@ TEST_CASE("verbs ports are named device:port", "[verbs][settings]") {
 }
 
 TEST_CASE("PMR_VERBS_* variables are read and checked", "[verbs][settings]") {
-    Restore env;
+    ScopedEnvironment env;
     env.set("PMR_DEVICES", nullptr);
     env.set("PMR_RAILS", nullptr);
     env.set("PMR_VERBS_RAILS", nullptr);
@@ -395,8 +371,10 @@ TEST_CASE("without a device verbs is never chosen and cannot be forced", "[verbs
     pmr::SendWindow<int> send(c, 4);
     pmr::RecvWindow<int> recv(c, 4);
     recv.init();
+    send.init();
     send[0] = world_rank();
     send.post();
+    recv.post();
     send.wait();
     recv.wait();
     CHECK(recv[0] == (world_rank() + world_size() - 1) % world_size());
@@ -421,8 +399,10 @@ TEST_CASE("verbs rounds of every size over a forced verbs connection", "[verbs][
         pmr::RecvWindow<double> recv(c, count);
         for (std::uint64_t round = 0; round < 300; ++round) {
             recv.init();
+            send.init();
             fill_pattern(send.data(), send.bytes(), seed_of({round, count}));
             send.post();
+            recv.post();
             send.wait();
             recv.wait();
             REQUIRE(check_pattern(recv.data(), 0, recv.bytes(), seed_of({round, count}),
