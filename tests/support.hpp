@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -98,6 +100,34 @@ public:
 private:
     std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
+
+/// The compiled providers this host can run: all of them except verbs when the host has no RDMA
+/// device (nothing in /sys/class/infiniband), which is then reported once on stderr. The in-process
+/// verbs device of tests/verbs_loopback.cpp (PMR_TEST_VERBS_LOOPBACK=1) counts as one.
+inline std::vector<pmr::Provider> runnable_providers() {
+    static const bool rdma_device = [] {
+        if (environment("PMR_TEST_VERBS_LOOPBACK")) {
+            return true;
+        }
+        std::error_code error;
+        return std::filesystem::is_directory("/sys/class/infiniband", error) &&
+               !std::filesystem::is_empty("/sys/class/infiniband", error);
+    }();
+    std::vector<pmr::Provider> providers;
+    for (pmr::Provider provider : pmr::compiled_providers()) {
+        if (provider == pmr::Provider::verbs && !rdma_device) {
+            static const bool reported = [] {
+                std::cerr << "pmr tests: verbs is compiled in but this host has no RDMA device: "
+                             "skipping it in the tests over every provider\n";
+                return true;
+            }();
+            (void)reported;
+            continue;
+        }
+        providers.push_back(provider);
+    }
+    return providers;
+}
 
 /// Checks the provider a connection settled on: null and self by target, otherwise an inter-process
 /// provider of this build, and the one named by PMR_PROVIDER if that is set.

@@ -327,7 +327,7 @@ void Lane::notice(const Notice& notice, const void* data, std::size_t bytes, boo
 void Lane::send_notice_locked(const Notice& notice, const void* data, std::size_t bytes,
                               const std::string& where) {
     const std::uint64_t sequence = notices_sent_;
-    const std::size_t slot = static_cast<std::size_t>(sequence % peer_.ring_slots);
+    const auto slot = static_cast<std::size_t>(sequence % peer_.ring_slots);
     // The staging slot is free: the peer has read the notice that used it last (its credit says
     // so), so the device has long read it too.
     std::byte* staging = staging_ + slot * notice_slot_bytes;
