@@ -411,3 +411,82 @@ TEST_CASE("verbs rounds of every size over a forced verbs connection", "[verbs][
     }
     CHECK(c.provider() == pmr::Provider::verbs);
 }
+
+#ifdef PMR_TEST_VERBS_LOOPBACK
+// -------------------------------------------------------------------------------------------------
+// On the in-process device of verbs_loopback.cpp only
+// -------------------------------------------------------------------------------------------------
+
+void verbs_loopback_fail_writes_after(long writes);
+
+TEST_CASE("notice sequences wrap around and notice credits keep flowing", "[verbs][loopback]") {
+    // 70000 rounds of a small message: 70000 notices on the lane, beyond the 16 bits of the
+    // immediate's sequence and a thousand times round the 64-slot ring.
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 51, 51), pmr::Provider::verbs);
+    pmr::SendWindow<std::uint64_t> send(c, 2);
+    pmr::RecvWindow<std::uint64_t> recv(c, 2);
+    for (std::uint64_t round = 0; round < 70000; ++round) {
+        recv.init();
+        send.init();
+        send[0] = round;
+        send[1] = ~round;
+        send.post();
+        recv.post();
+        send.wait();
+        recv.wait();
+        if (recv[0] != round || recv[1] != ~round) {
+            FAIL("round " << round << " delivered " << recv[0] << ", " << recv[1]);
+        }
+    }
+}
+
+TEST_CASE("several windows of one connection interleave their rounds", "[verbs][loopback]") {
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 52, 52), pmr::Provider::verbs);
+    std::vector<std::unique_ptr<pmr::SendWindow<char>>> sends;
+    std::vector<std::unique_ptr<pmr::RecvWindow<char>>> recvs;
+    const std::size_t sizes[] = {1, 232, 233, 5000, 300000};
+    for (std::size_t bytes : sizes) {
+        sends.push_back(std::make_unique<pmr::SendWindow<char>>(c, bytes));
+        recvs.push_back(std::make_unique<pmr::RecvWindow<char>>(c, bytes));
+    }
+    for (std::uint64_t round = 0; round < 50; ++round) {
+        for (std::size_t i = 0; i < sends.size(); ++i) {
+            recvs[i]->init();
+            sends[i]->init();
+            fill_pattern(sends[i]->data(), sends[i]->bytes(), seed_of({round, i}));
+            sends[i]->post();
+            recvs[i]->post();
+        }
+        for (std::size_t i = sends.size(); i-- > 0;) {
+            sends[i]->wait();
+            recvs[i]->wait();
+            REQUIRE(check_pattern(recvs[i]->data(), 0, recvs[i]->bytes(), seed_of({round, i}),
+                                  "window " + std::to_string(i)));
+        }
+    }
+}
+
+TEST_CASE("a write that fails as if the peer vanished ends the waits with PeerLost",
+          "[verbs][loopback]") {
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 53, 53), pmr::Provider::verbs);
+    pmr::SendWindow<double> send(c, 1000);
+    pmr::RecvWindow<double> recv(c, 1000);
+    recv.init();
+    send.init();
+    send.post();
+    recv.post();
+    send.wait();
+    recv.wait();
+    verbs_loopback_fail_writes_after(0); // the next write: the credit of the next round
+    recv.init();
+    send.init();
+    send.post();
+    recv.post();
+    // Both waits name the failed completion and the port.
+    for (const std::string& m : {message_of<pmr::PeerLost>([&] { send.wait(); }),
+                                 message_of<pmr::PeerLost>([&] { recv.wait(); })}) {
+        CHECK(contains(m, ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)));
+        CHECK(contains(m, "loop0:1"));
+    }
+}
+#endif

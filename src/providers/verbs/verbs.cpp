@@ -97,6 +97,14 @@ bool Verbs::Connection::peer_alive() {
                         [](const std::shared_ptr<Lane>& lane) { return lane->failed(); });
 }
 
+void Verbs::Connection::check(const std::string& where) const {
+    for (const auto& lane : lanes_) {
+        if (lane->failed()) {
+            lane->raise_failure(where);
+        }
+    }
+}
+
 void Verbs::Connection::progress() const noexcept {
     for (const auto& lane : lanes_) {
         lane->progress();
@@ -121,6 +129,7 @@ struct Verbs::SendWindow::State {
     }
 
     const std::string* where;
+    Connection* connection = nullptr;
     rails::RailSender<Transport> rails;
     std::vector<std::shared_ptr<verbs::Memory>> registrations;
 };
@@ -145,6 +154,7 @@ void Verbs::SendWindow::connect(Connection& connection, const Blob& peer, std::s
     State& s = *state_;
     BlobReader reader(peer, *s.where);
     (void)s.rails.connect(connection, reader, true, peer_bytes);
+    s.connection = &connection;
     const Blob provider_part = reader.get_bytes();
     reader.finish();
     if (!provider_part.empty()) {
@@ -162,7 +172,12 @@ void Verbs::SendWindow::post(const std::byte* data, const RailRange* ranges, std
 }
 
 bool Verbs::SendWindow::test() {
-    return state_->rails.progress();
+    State& s = *state_;
+    if (s.rails.progress()) {
+        return true;
+    }
+    s.connection->check(*s.where); // a failed write ends the round with its reason
+    return false;
 }
 
 bool Verbs::SendWindow::peer_gone() const noexcept {
@@ -175,8 +190,11 @@ bool Verbs::SendWindow::peer_gone() const noexcept {
 
 struct Verbs::RecvWindow::State {
     explicit State(const WindowSpec& spec)
-        : rails(VerbsProcess::instance(*spec.where), spec.where, spec.buffer, spec.bytes, 0) {}
+        : where(spec.where),
+          rails(VerbsProcess::instance(*spec.where), spec.where, spec.buffer, spec.bytes, 0) {}
 
+    const std::string* where;
+    Connection* connection = nullptr;
     rails::RailReceiver<Transport> rails;
 };
 
@@ -199,6 +217,7 @@ Blob Verbs::RecvWindow::describe() const {
 void Verbs::RecvWindow::connect(Connection& connection, const Blob& peer,
                                 std::size_t /*peer_bytes*/) {
     state_->rails.connect(connection, peer, false);
+    state_->connection = &connection;
 }
 
 void Verbs::RecvWindow::init() {
@@ -206,7 +225,12 @@ void Verbs::RecvWindow::init() {
 }
 
 bool Verbs::RecvWindow::test() {
-    return state_->rails.test();
+    State& s = *state_;
+    if (s.rails.test()) {
+        return true;
+    }
+    s.connection->check(*s.where);
+    return false;
 }
 
 std::size_t Verbs::RecvWindow::received_bytes() const noexcept {

@@ -72,6 +72,9 @@ struct Verbs {
         verbs::VerbsProcess& process() const noexcept { return *process_; }
         /// Polls the completion queues of every rail and sends what waits for credits.
         void progress() const noexcept;
+        /// Throws PeerLost or ProviderError, naming the status and the port, if a work request of
+        /// this connection failed.
+        void check(const std::string& where) const;
 
     private:
         std::shared_ptr<verbs::VerbsProcess> process_;
