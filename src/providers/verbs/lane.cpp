@@ -721,49 +721,22 @@ Blob VerbsProcess::cell_key(const CreditCell& cell) const {
 }
 
 void VerbsProcess::bury(std::shared_ptr<Memory> memory) noexcept {
-    if (!memory) {
-        return;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    try {
-        graveyard_.push_back(std::move(memory));
-    } catch (...) {
-        // Out of memory: leak the registration rather than free memory a peer may still write.
-        new std::shared_ptr<Memory>(std::move(memory)); // NOLINT(cppcoreguidelines-owning-memory)
-    }
+    kept_.bury(std::move(memory));
 }
 
 void* VerbsProcess::allocate_window(std::size_t bytes, const std::string& where) {
     auto memory = allocate(0, bytes, where);
     void* data = memory->data();
-    std::lock_guard<std::mutex> lock(mutex_);
-    allocations_.emplace(reinterpret_cast<std::uintptr_t>(data), std::move(memory));
+    kept_.add(std::move(memory));
     return data;
 }
 
 void VerbsProcess::deallocate_window(void* pointer) noexcept {
-    std::shared_ptr<Memory> memory; // released outside the lock
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
-    if (it != allocations_.end()) {
-        memory = std::move(it->second);
-        allocations_.erase(it);
-    }
+    kept_.release(pointer);
 }
 
 std::shared_ptr<Memory> VerbsProcess::allocation(const void* pointer, std::size_t bytes) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) {
-        return nullptr;
-    }
-    --it;
-    const std::size_t offset = address - it->first;
-    if (offset > it->second->size() || bytes > it->second->size() - offset) {
-        return nullptr;
-    }
-    return it->second;
+    return kept_.find(pointer, bytes);
 }
 
 } // namespace pmr::detail::verbs

@@ -23,6 +23,7 @@
 #include "base/blob.hpp"
 #include "providers/verbs/native.hpp"
 #include "providers/verbs/wire.hpp"
+#include "rails/kept_memory.hpp"
 #include "rails/registry.hpp"
 
 #include <atomic>
@@ -264,10 +265,9 @@ private:
     std::mutex lanes_mutex_;
     std::vector<std::unordered_map<std::uint32_t, std::weak_ptr<Lane>>> lanes_; ///< by QP number
 
-    mutable std::mutex mutex_; // chunks_, graveyard_, allocations_
+    mutable std::mutex mutex_; // chunks_
     std::vector<std::shared_ptr<Memory>> chunks_;
-    std::vector<std::shared_ptr<Memory>> graveyard_;
-    std::map<std::uintptr_t, std::shared_ptr<Memory>> allocations_;
+    rails::KeptMemory<Memory> kept_;
 };
 
 } // namespace pmr::detail::verbs
