@@ -597,8 +597,8 @@ VerbsProcess::VerbsProcess(const VerbsSettings& settings, const std::string& whe
                                  at, "Name an active port in PMR_VERBS_DEVICES (`ibv_devinfo`).");
         }
         rail.pd = std::make_shared<ProtectionDomain>(rail.context, at);
-        rail.cq = std::make_shared<CompletionQueue>(
-            rail.context, std::min(cq_entries_wanted, device.max_cqe), at);
+        rail.cq_entries = std::min(cq_entries_wanted, device.max_cqe);
+        rail.cq = std::make_shared<CompletionQueue>(rail.context, rail.cq_entries, at);
         rail.lid = attr.lid;
         rail.mtu = static_cast<std::uint8_t>(attr.active_mtu);
         rail.link_layer = static_cast<std::uint8_t>(attr.link_layer == IBV_LINK_LAYER_ETHERNET
@@ -664,8 +664,9 @@ void VerbsProcess::add_lane(const std::shared_ptr<Lane>& lane) {
     auto& lanes = lanes_[lane->rail()];
     // Every lane may have a full send queue and ring of completions in the shared queue.
     const auto per_lane = static_cast<std::size_t>(send_depth) + ring_slots;
-    if ((lanes.size() + 1) * per_lane > static_cast<std::size_t>(cq_entries_wanted)) {
-        raise<ProviderError>("more than " + std::to_string(cq_entries_wanted / per_lane) +
+    const auto entries = static_cast<std::size_t>(rails_[lane->rail()].cq_entries);
+    if ((lanes.size() + 1) * per_lane > entries) {
+        raise<ProviderError>("more than " + std::to_string(entries / per_lane) +
                                  " verbs connections on " + rails_[lane->rail()].name,
                              "verbs provider",
                              "Use fewer connections per process, or another provider.");

@@ -55,6 +55,7 @@ struct Rail {
     std::shared_ptr<Context> context;
     std::shared_ptr<ProtectionDomain> pd;
     std::shared_ptr<CompletionQueue> cq;
+    int cq_entries = 0;
     std::uint16_t lid = 0;
     std::uint8_t mtu = 0;
     std::uint8_t link_layer = 0;
