@@ -419,6 +419,24 @@ TEST_CASE("verbs rounds of every size over a forced verbs connection", "[verbs][
 
 void verbs_loopback_fail_writes_after(long writes);
 
+TEST_CASE("verbs ports that do not exist are refused by name", "[verbs][loopback]") {
+    verbs::VerbsSettings settings;
+    settings.ports = {{"nope0", 1}};
+    std::string m = message_of<pmr::ProviderError>([&] { verbs::VerbsProcess(settings, "test"); });
+    CHECK(contains(m, "no RDMA device named 'nope0'"));
+    settings.ports = {{"loop0", 3}};
+    m = message_of<pmr::ProviderError>([&] { verbs::VerbsProcess(settings, "test"); });
+    CHECK(contains(m, "ibv_query_port on loop0:3 failed"));
+    settings.ports.clear();
+    settings.rails = 3; // the device has two ports
+    m = message_of<pmr::ArgumentError>([&] { verbs::VerbsProcess(settings, "test"); });
+    CHECK(contains(m, "3 verbs rails asked for, 2 active ports found"));
+    settings.rails = 2;
+    const verbs::VerbsProcess two(settings, "test");
+    REQUIRE(two.size() == 2);
+    CHECK(two.rail(1).name == "loop0:2");
+}
+
 TEST_CASE("notice sequences wrap around and notice credits keep flowing", "[verbs][loopback]") {
     // 70000 rounds of a small message: 70000 notices on the lane, beyond the 16 bits of the
     // immediate's sequence and a thousand times round the 64-slot ring.
