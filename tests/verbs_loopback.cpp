@@ -94,8 +94,9 @@ struct State {
 };
 
 State& state() {
-    static State s;
-    return s;
+    // Never destroyed: pmr releases its verbs objects during exit, after this file's statics.
+    static State* s = new State; // NOLINT(cppcoreguidelines-owning-memory)
+    return *s;
 }
 
 std::uint16_t lid_of(std::uint8_t port) {
