@@ -10,7 +10,7 @@ packages=(
   gfortran                              # the Fortran module (PMR_WITH_FORTRAN)
   libucx-dev ucx-utils                  # UCX provider and ucx_perftest
   catch2 libbenchmark-dev               # tests and microbenchmarks
-  libibverbs-dev librdmacm-dev libhwloc-dev
+  libibverbs-dev librdmacm-dev libhwloc-dev  # verbs provider (libibverbs), topology
   iproute2                              # network namespaces for the multi-host tests
   gnuplot-nox                           # pmr-bench --plot
   clang-format clang-tidy

@@ -16,13 +16,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace Catch {
@@ -67,6 +70,63 @@ inline std::optional<std::string> environment(const char* name) {
         return std::nullopt;
     }
     return std::string(value);
+}
+
+/// Sets environment variables for one scope and restores them, in reverse order, at its end.
+class ScopedEnvironment {
+public:
+    ScopedEnvironment() = default;
+    ScopedEnvironment(const ScopedEnvironment&) = delete;
+    ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+    ~ScopedEnvironment() {
+        for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+            if (it->second) {
+                setenv(it->first.c_str(), it->second->c_str(), 1);
+            } else {
+                unsetenv(it->first.c_str());
+            }
+        }
+    }
+    /// `value` null: unsets `name`.
+    void set(const char* name, const char* value) {
+        saved_.emplace_back(name, environment(name));
+        if (value != nullptr) {
+            setenv(name, value, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+
+private:
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+/// The compiled providers this host can run: all of them except verbs when the host has no RDMA
+/// device (nothing in /sys/class/infiniband), which is then reported once on stderr. The in-process
+/// verbs device of tests/verbs_loopback.cpp (PMR_TEST_VERBS_LOOPBACK=1) counts as one.
+inline std::vector<pmr::Provider> runnable_providers() {
+    static const bool rdma_device = [] {
+        if (environment("PMR_TEST_VERBS_LOOPBACK")) {
+            return true;
+        }
+        std::error_code error;
+        return std::filesystem::is_directory("/sys/class/infiniband", error) &&
+               !std::filesystem::is_empty("/sys/class/infiniband", error);
+    }();
+    std::vector<pmr::Provider> providers;
+    for (pmr::Provider provider : pmr::compiled_providers()) {
+        if (provider == pmr::Provider::verbs && !rdma_device) {
+            static const bool reported = [] {
+                std::cerr << "pmr tests: verbs is compiled in but this host has no RDMA device: "
+                             "skipping it in the tests over every provider\n";
+                return true;
+            }();
+            (void)reported;
+            continue;
+        }
+        providers.push_back(provider);
+    }
+    return providers;
 }
 
 /// Checks the provider a connection settled on: null and self by target, otherwise an inter-process

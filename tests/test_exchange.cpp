@@ -511,7 +511,7 @@ TEST_CASE("connections forced to a provider", "[exchange]") {
     if (world_size() == 1) {
         providers.push_back(pmr::Provider::self);
     } else {
-        for (pmr::Provider provider : pmr::compiled_providers()) {
+        for (pmr::Provider provider : runnable_providers()) {
             if (provider == pmr::Provider::null || provider == pmr::Provider::self) {
                 continue;
             }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Every compiled provider in one process, over a connection to itself, through every delivery path
 // (inline, direct into pmr memory, staging, cross-memory attach), before any multi-rank test.
+#include "support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <pmr/pmr.hpp>
@@ -13,11 +15,7 @@
 
 namespace {
 
-int world_rank() {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank;
-}
+using pmr_test::world_rank;
 
 std::size_t entries_in(const char* directory) {
     std::size_t n = 0;
@@ -84,7 +82,7 @@ void loopback(pmr::Provider provider, std::size_t bytes, Memory memory, int tag)
 TEST_CASE("every compiled provider over a loopback connection", "[providers]") {
     const std::size_t shm_entries = entries_in("/dev/shm");
     int tag = 100;
-    for (pmr::Provider provider : pmr::compiled_providers()) {
+    for (pmr::Provider provider : pmr_test::runnable_providers()) {
         if (provider == pmr::Provider::null) {
             continue;
         }
@@ -134,7 +132,7 @@ TEST_CASE("streaming copies are exact at every alignment and length", "[copy]") 
 }
 
 TEST_CASE("a window may be destroyed with a transfer in flight", "[providers]") {
-    for (pmr::Provider provider : pmr::compiled_providers()) {
+    for (pmr::Provider provider : pmr_test::runnable_providers()) {
         if (provider == pmr::Provider::null) {
             continue;
         }
@@ -152,7 +150,7 @@ TEST_CASE("a window may be destroyed with a transfer in flight", "[providers]") 
 }
 
 TEST_CASE("a receiver learns that its sender was destroyed", "[providers]") {
-    for (pmr::Provider provider : pmr::compiled_providers()) {
+    for (pmr::Provider provider : pmr_test::runnable_providers()) {
         if (provider == pmr::Provider::null) {
             continue;
         }

@@ -102,26 +102,7 @@ TEST_CASE("a receive window destroyed before its sender's first use", "[ucx][rke
 
 TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     using pmr::detail::ucx::read_ucx_settings;
-    struct Restore {
-        std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-        void set(const char* name, const char* value) {
-            saved.emplace_back(name, environment(name));
-            if (value != nullptr) {
-                setenv(name, value, 1);
-            } else {
-                unsetenv(name);
-            }
-        }
-        ~Restore() {
-            for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-                if (it->second) {
-                    setenv(it->first.c_str(), it->second->c_str(), 1);
-                } else {
-                    unsetenv(it->first.c_str());
-                }
-            }
-        }
-    } env;
+    ScopedEnvironment env;
     env.set("PMR_UCX_DEVICES", nullptr);
     env.set("PMR_UCX_RAILS", "3");
     CHECK(read_ucx_settings().rails == 3);

@@ -246,17 +246,7 @@ Blob UcxProcess::cell_key(const CreditCell& cell) const {
 // -------------------------------------------------------------------------------------------------
 
 void UcxProcess::bury(std::shared_ptr<MemoryHandle> memory) noexcept {
-    if (!memory) {
-        return;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    try {
-        graveyard_.push_back(std::move(memory));
-    } catch (...) {
-        // Out of memory: leak the mapping rather than unmap memory a peer may still write.
-        new std::shared_ptr<MemoryHandle>(
-            std::move(memory)); // NOLINT(cppcoreguidelines-owning-memory)
-    }
+    kept_.bury(std::move(memory));
 }
 
 ucs_status_t UcxProcess::post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply) {
@@ -346,34 +336,16 @@ void* UcxProcess::allocate(std::size_t bytes, const std::string& where) {
     auto memory = std::make_shared<MemoryHandle>(
         MemoryHandle::allocate(rails_[0].context, bytes, bytes, where));
     void* data = memory->data();
-    std::lock_guard<std::mutex> lock(mutex_);
-    allocations_.emplace(reinterpret_cast<std::uintptr_t>(data), std::move(memory));
+    kept_.add(std::move(memory));
     return data;
 }
 
 void UcxProcess::deallocate(void* pointer) noexcept {
-    std::shared_ptr<MemoryHandle> memory; // released outside the lock
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
-    if (it != allocations_.end()) {
-        memory = std::move(it->second);
-        allocations_.erase(it);
-    }
+    kept_.release(pointer);
 }
 
 std::shared_ptr<MemoryHandle> UcxProcess::allocation(const void* pointer, std::size_t bytes) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) {
-        return nullptr;
-    }
-    --it;
-    const std::size_t offset = address - it->first;
-    if (offset > it->second->size() || bytes > it->second->size() - offset) {
-        return nullptr;
-    }
-    return it->second;
+    return kept_.find(pointer, bytes);
 }
 
 } // namespace pmr::detail::ucx

@@ -8,6 +8,7 @@
 
 #include "base/blob.hpp"
 #include "providers/ucx/native.hpp"
+#include "rails/kept_memory.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
 
@@ -133,10 +134,9 @@ private:
     std::vector<std::map<Blob, std::shared_ptr<Endpoint>>> endpoints_; ///< per rail, by address
     rails::Registry registry_;
 
-    mutable std::mutex mutex_; // chunks_, graveyard_, allocations_
+    mutable std::mutex mutex_; // chunks_
     std::vector<Chunk> chunks_;
-    std::vector<std::shared_ptr<MemoryHandle>> graveyard_;
-    std::map<std::uintptr_t, std::shared_ptr<MemoryHandle>> allocations_;
+    rails::KeptMemory<MemoryHandle> kept_;
 
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
     std::list<NoticeInFlight> notices_;
