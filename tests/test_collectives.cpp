@@ -298,7 +298,7 @@ TEST_CASE("allreduce: every type and operation, bitwise against the reference", 
 TEST_CASE("allreduce: sizes from 0 to beyond the ring threshold", "[allreduce]") {
     start_together();
     pmr::Communicator comm(MPI_COMM_WORLD);
-    const std::size_t large = 40000; // 320 KB of doubles: above the ring threshold
+    const std::size_t large = 20000; // 160 KB of doubles: above the ring threshold
     for (std::size_t count :
          {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5},
           std::size_t{8}, std::size_t{13}, std::size_t{4099}, large}) {

@@ -9,8 +9,6 @@
 #include <pmr/collectives.hpp>
 #include <pmr/memory.hpp>
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <array>
 #include <complex>
@@ -173,16 +171,22 @@ struct Descriptor {
         "algorithm",  "order",        "root",  "a valid PMR_ALLREDUCE_* setting"};
 };
 
-void agree(const Communicator& comm, const Descriptor& mine, const std::string& where,
-           const std::string& own_problem) {
+/// Exchanges the descriptors of all ranks with an allgather on pmr windows of the same size on
+/// every rank (so it pairs whatever the arguments are) and throws ArgumentError on every rank if
+/// they differ.
+void agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
+           const std::string& where, const std::string& own_problem) {
     const int size = comm.size();
+    constexpr std::size_t bytes = sizeof(mine.values);
     std::vector<std::int64_t> all(static_cast<std::size_t>(size) * Descriptor::fields);
-    const int status = MPI_Allgather(mine.values.data(), Descriptor::fields, MPI_INT64_T,
-                                     all.data(), Descriptor::fields, MPI_INT64_T, comm.get());
-    if (status != MPI_SUCCESS) {
-        raise<BootstrapError>("MPI_Allgather of the collective's arguments failed", where,
-                              "Check that the communicator is valid on every rank.");
-    }
+    std::memcpy(all.data() + static_cast<std::size_t>(comm.rank()) * Descriptor::fields,
+                mine.values.data(), bytes);
+    coll::Engine exchange(comm, connections,
+                          coll::recursive_doubling_allgather(size, comm.rank(), 1, bytes), bytes,
+                          nullptr, where + " (agreement on the arguments)");
+    exchange.set_work(reinterpret_cast<std::byte*>(all.data()));
+    exchange.start();
+    exchange.wait();
     if (!own_problem.empty()) {
         raise<ArgumentError>(own_problem, where);
     }
@@ -191,8 +195,7 @@ void agree(const Communicator& comm, const Descriptor& mine, const std::string& 
             all.data() + static_cast<std::size_t>(rank) * Descriptor::fields;
         if (theirs[Descriptor::fields - 1] != 0) {
             raise<ArgumentError>("rank " + std::to_string(rank) +
-                                     " has an invalid PMR_ALLREDUCE_ALGORITHM or "
-                                     "PMR_ALLREDUCE_ORDER",
+                                     " has invalid arguments or PMR_ALLREDUCE_* settings",
                                  where, "See that rank's message.");
         }
         for (int field = 0; field + 1 < Descriptor::fields; ++field) {
@@ -231,6 +234,8 @@ std::size_t checked_product(std::size_t a, std::size_t b, const std::string& whe
 
 struct CollectiveState {
     std::string what;
+    /// Declared before the engines, whose windows hold them.
+    coll::Connections connections;
     std::unique_ptr<coll::Engine> engine;
     AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
     ReductionOrder order = ReductionOrder::algorithm;
@@ -372,6 +377,10 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
             size > 2 && large ? AllreduceAlgorithm::ring : AllreduceAlgorithm::recursive_doubling;
     }
 
+    if (bytes > 0 && (in == nullptr) != (out == nullptr)) {
+        problem = "one of the input and output buffers is null; pass both user buffers, or "
+                  "neither for library-owned memory";
+    }
     Descriptor descriptor;
     descriptor.values = {static_cast<std::int64_t>(Kind::allreduce),
                          static_cast<std::int64_t>(kind),
@@ -381,7 +390,7 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                          static_cast<std::int64_t>(order),
                          -1,
                          problem.empty() ? 0 : 1};
-    agree(comm, descriptor, where, problem);
+    agree(comm, state->connections, descriptor, where, problem);
 
     const coll::Reducer reducer = element.reducer(op);
     if (reducer == nullptr) {
@@ -401,10 +410,6 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
         state->result = state->owned_result.get();
     } else {
         state->result = static_cast<std::byte*>(out);
-    }
-    if (bytes > 0 && (in == nullptr) != (out == nullptr)) {
-        raise<ArgumentError>("one of the input and output buffers is null", where,
-                             "Pass both user buffers, or neither for library-owned memory.");
     }
     const auto* input = static_cast<const std::byte*>(in);
     const bool separate_input = input != nullptr && input != state->result;
@@ -477,13 +482,13 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                 std::memcpy(result + first * element_size, block, n * element_size);
             }
         };
-        state->engine =
-            std::make_unique<coll::Engine>(comm, std::move(steps), element_size, reducer, where);
+        state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                       element_size, reducer, where);
         state->engine->set_finish(fold);
     }
     if (!state->engine) {
-        state->engine =
-            std::make_unique<coll::Engine>(comm, std::move(steps), element_size, reducer, where);
+        state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                       element_size, reducer, where);
     }
     state->engine->set_work(work);
     return CollectiveCore(std::move(state));
@@ -494,11 +499,12 @@ CollectiveCore CollectiveCore::barrier(const Communicator& comm) {
     state->what = "barrier" + on_rank(comm);
     Descriptor descriptor;
     descriptor.values = {static_cast<std::int64_t>(Kind::barrier), 0, 0, 0, 0, 0, -1, 0};
-    agree(comm, descriptor, state->what, {});
+    agree(comm, state->connections, descriptor, state->what, {});
     state->owned_result = allocate_owned(1);
     state->result = state->owned_result.get();
     state->engine = std::make_unique<coll::Engine>(
-        comm, coll::dissemination_barrier(comm.size(), comm.rank()), 1, nullptr, state->what);
+        comm, state->connections, coll::dissemination_barrier(comm.size(), comm.rank()), 1, nullptr,
+        state->what);
     state->engine->set_work(state->result);
     return CollectiveCore(std::move(state));
 }
@@ -518,7 +524,7 @@ CollectiveCore CollectiveCore::broadcast(const Communicator& comm, std::size_t e
                          0,
                          root,
                          0};
-    agree(comm, descriptor, state->what, {});
+    agree(comm, state->connections, descriptor, state->what, {});
     if (root < 0 || root >= comm.size()) {
         raise<ArgumentError>("root " + std::to_string(root) + " is not a rank of the communicator",
                              state->what, "Pass a root between 0 and size - 1.");
@@ -530,8 +536,9 @@ CollectiveCore CollectiveCore::broadcast(const Communicator& comm, std::size_t e
         state->result = static_cast<std::byte*>(buffer);
     }
     state->engine = std::make_unique<coll::Engine>(
-        comm, coll::binomial_broadcast(comm.size(), comm.rank(), root, count, element_size),
-        element_size, nullptr, state->what);
+        comm, state->connections,
+        coll::binomial_broadcast(comm.size(), comm.rank(), root, count, element_size), element_size,
+        nullptr, state->what);
     state->engine->set_work(state->result);
     return CollectiveCore(std::move(state));
 }
@@ -553,11 +560,12 @@ CollectiveCore CollectiveCore::allgather(const Communicator& comm, std::size_t e
                          0,
                          -1,
                          0};
-    agree(comm, descriptor, state->what, {});
-    if (bytes > 0 && (in == nullptr) != (out == nullptr)) {
-        raise<ArgumentError>("one of the input and output buffers is null", state->what,
-                             "Pass both user buffers, or neither for library-owned memory.");
-    }
+    const bool null_buffer = bytes > 0 && (in == nullptr) != (out == nullptr);
+    descriptor.values[Descriptor::fields - 1] = null_buffer ? 1 : 0;
+    agree(comm, state->connections, descriptor, state->what,
+          null_buffer ? "one of the input and output buffers is null; pass both user buffers, or "
+                        "neither for library-owned memory"
+                      : "");
     const std::byte* source = nullptr;
     if (out == nullptr) {
         state->owned_result = allocate_owned(total);
@@ -577,8 +585,8 @@ CollectiveCore CollectiveCore::allgather(const Communicator& comm, std::size_t e
         total <= allgather_ring_threshold_bytes
             ? coll::recursive_doubling_allgather(comm.size(), comm.rank(), count, element_size)
             : coll::ring_allgather(comm.size(), comm.rank(), count, element_size);
-    state->engine =
-        std::make_unique<coll::Engine>(comm, std::move(steps), element_size, nullptr, state->what);
+    state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                   element_size, nullptr, state->what);
     state->engine->set_work(state->result);
     return CollectiveCore(std::move(state));
 }

@@ -18,10 +18,10 @@ namespace {
 constexpr int collective_tag = 1;
 } // namespace
 
-Engine::Engine(const Communicator& comm, std::vector<Step> steps, std::size_t element_size,
-               Reducer reducer, std::string what)
+Engine::Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
+               std::size_t element_size, Reducer reducer, std::string what)
     : steps_(std::move(steps)), element_size_(element_size), reducer_(reducer),
-      what_(std::move(what)) {
+      what_(std::move(what)), connections_(connections) {
     auto connection = [&](int peer) -> Connection& {
         auto found = connections_.find(peer);
         if (found == connections_.end()) {
@@ -32,7 +32,7 @@ Engine::Engine(const Communicator& comm, std::vector<Step> steps, std::size_t el
         }
         return found->second;
     };
-    // Connections first, in ascending peer order, then the windows in step order (see the header).
+    // Connections first, then the windows in step order (see the header).
     for (const Step& step : steps_) {
         for (const Send& send : step.sends) {
             connection(send.peer);

@@ -59,13 +59,18 @@ using Reducer = void (*)(void* acc, const void* in, std::size_t count, bool in_i
 /// Called at the end of a step with `finish` set, with the data of the step's receives in order.
 using Finish = std::function<void(const std::vector<const std::byte*>& received)>;
 
+/// Connections of one collective object by peer rank, shared by its engines.
+using Connections = std::map<int, Connection>;
+
 class Engine {
 public:
     /// Creates one library connection per peer of `steps` and one window per transfer, and runs
     /// once on scratch memory to complete their set-up (collective: every rank of `comm` must
     /// construct its engine).
-    Engine(const Communicator& comm, std::vector<Step> steps, std::size_t element_size,
-           Reducer reducer, std::string what);
+    /// Connections to peers missing from `connections` are created there, in the order of the
+    /// steps; `connections` must outlive the engine.
+    Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
+           std::size_t element_size, Reducer reducer, std::string what);
 
     void set_work(std::byte* work) noexcept { work_ = work; }
     void set_finish(Finish finish) { finish_ = std::move(finish); }
@@ -94,7 +99,7 @@ private:
     std::size_t element_size_;
     Reducer reducer_;
     std::string what_;
-    std::map<int, Connection> connections_;
+    Connections& connections_;
     std::vector<StepWindows> windows_;
     std::vector<SendWindow<std::byte>*> pending_sends_;
     std::vector<const std::byte*> received_;
