@@ -21,8 +21,6 @@
 using pmr_test::message_of;
 using pmr_test::mix;
 using pmr_test::start_together;
-using pmr_test::world_rank;
-using pmr_test::world_size;
 
 namespace {
 
@@ -172,6 +170,8 @@ const char* to_string(Buffers buffers) {
 
 template <class T>
 bool same_bits(const T* a, const T* b, std::size_t count) {
+    // Bitwise equality is the point (the element types have no padding).
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
     return count == 0 || std::memcmp(a, b, count * sizeof(T)) == 0;
 }
 
@@ -179,6 +179,7 @@ bool same_bits(const T* a, const T* b, std::size_t count) {
 template <class T>
 std::size_t first_difference(const T* a, const T* b, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
         if (std::memcmp(a + i, b + i, sizeof(T)) != 0) {
             return i;
         }
@@ -214,6 +215,7 @@ void check_allreduce(const pmr::Communicator& comm, std::size_t count, pmr::Redu
         const auto seed = pmr_test::seed_of(
             {count, static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(op)});
         std::vector<std::vector<T>> all;
+        all.reserve(static_cast<std::size_t>(size));
         for (int r = 0; r < size; ++r) {
             all.push_back(input_of<T>(r, count, seed));
         }
@@ -250,7 +252,7 @@ constexpr std::array<pmr::ReductionOrder, 2> orders = {pmr::ReductionOrder::algo
                                                        pmr::ReductionOrder::rank};
 
 template <class T>
-void check_type(const pmr::Communicator& comm, std::vector<pmr::ReduceOp> ops) {
+void check_type(const pmr::Communicator& comm, const std::vector<pmr::ReduceOp>& ops) {
     int variant = 0;
     for (auto op : ops) {
         for (auto algorithm : algorithms) {
@@ -267,8 +269,9 @@ void check_type(const pmr::Communicator& comm, std::vector<pmr::ReduceOp> ops) {
     }
 }
 
-const std::vector<pmr::ReduceOp> real_ops = {pmr::ReduceOp::sum, pmr::ReduceOp::max,
-                                             pmr::ReduceOp::min};
+std::vector<pmr::ReduceOp> real_ops() {
+    return {pmr::ReduceOp::sum, pmr::ReduceOp::max, pmr::ReduceOp::min};
+}
 
 } // namespace
 
@@ -276,16 +279,16 @@ TEST_CASE("allreduce: every type and operation, bitwise against the reference", 
     start_together();
     pmr::Communicator comm(MPI_COMM_WORLD);
     SECTION("float") {
-        check_type<float>(comm, real_ops);
+        check_type<float>(comm, real_ops());
     }
     SECTION("double") {
-        check_type<double>(comm, real_ops);
+        check_type<double>(comm, real_ops());
     }
     SECTION("int32_t") {
-        check_type<std::int32_t>(comm, real_ops);
+        check_type<std::int32_t>(comm, real_ops());
     }
     SECTION("int64_t") {
-        check_type<std::int64_t>(comm, real_ops);
+        check_type<std::int64_t>(comm, real_ops());
     }
     SECTION("complex<float>") {
         check_type<std::complex<float>>(comm, {pmr::ReduceOp::sum});
@@ -367,14 +370,15 @@ TEST_CASE("allreduce: 100 runs of a sum of 10^5 doubles give one bit pattern on 
             }
         }
         // Every rank the same: compare a hash of the bits with every other rank's.
-        std::uint64_t hash = 0;
+        unsigned long long hash = 0;
         for (double v : first) {
             std::uint64_t bits = 0;
             std::memcpy(&bits, &v, sizeof bits);
             hash = mix(hash ^ bits);
         }
-        std::vector<std::uint64_t> hashes(static_cast<std::size_t>(comm.size()));
-        MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        std::vector<unsigned long long> hashes(static_cast<std::size_t>(comm.size()));
+        MPI_Allgather(&hash, 1, MPI_UNSIGNED_LONG_LONG, hashes.data(), 1, MPI_UNSIGNED_LONG_LONG,
+                      MPI_COMM_WORLD);
         for (auto h : hashes) {
             CHECK(h == hash);
         }

@@ -424,6 +424,7 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
     const std::size_t element_size = element.size;
 
     std::vector<coll::Step> steps;
+    coll::Finish finish;
     std::byte* work = result;
     if (order == ReductionOrder::algorithm) {
         steps = algorithm == AllreduceAlgorithm::ring
@@ -482,13 +483,12 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                 std::memcpy(result + first * element_size, block, n * element_size);
             }
         };
-        state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
-                                                       element_size, reducer, where);
-        state->engine->set_finish(fold);
+        finish = fold;
     }
-    if (!state->engine) {
-        state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
-                                                       element_size, reducer, where);
+    state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                   element_size, reducer, where);
+    if (finish) {
+        state->engine->set_finish(std::move(finish));
     }
     state->engine->set_work(work);
     return CollectiveCore(std::move(state));
