@@ -461,6 +461,20 @@ TEST_CASE("allreduce: PMR_ALLREDUCE_ALGORITHM overrides the automatic choice", "
                            pmr_test::Completion::wait);
 }
 
+TEST_CASE("allreduce: a rank that never starts is a Timeout naming the collective",
+          "[.][timeout]") {
+    // Run with PMR_TIMEOUT=2 on 2 ranks.
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Allreduce<double> reduce(comm, 4, pmr::ReduceOp::sum);
+    if (comm.rank() == 0) {
+        reduce.start();
+        CHECK_THAT(message_of<pmr::Timeout>([&] { reduce.wait(); }),
+                   Catch::Contains("PMR_TIMEOUT") && Catch::Contains("While running: allreduce"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("barrier: no rank leaves before every rank has entered", "[barrier]") {
     start_together();
     pmr::Communicator comm(MPI_COMM_WORLD);

@@ -265,6 +265,23 @@ CollectiveState& CollectiveCore::checked() const {
     return *state_;
 }
 
+namespace {
+
+/// Runs f(); a Timeout or PeerLost from one of the windows is rethrown with the collective named,
+/// since the window alone ("pmr-internal") does not say which collective the rank was in.
+template <class F>
+auto naming(const CollectiveState& s, F&& f) {
+    try {
+        return f();
+    } catch (const Timeout& e) {
+        throw Timeout(std::string(e.what()) + " While running: " + s.what + ".");
+    } catch (const PeerLost& e) {
+        throw PeerLost(std::string(e.what()) + " While running: " + s.what + ".");
+    }
+}
+
+} // namespace
+
 void CollectiveCore::start() {
     CollectiveState& s = checked();
     if (s.engine->active()) {
@@ -274,12 +291,12 @@ void CollectiveCore::start() {
     if (s.before) {
         s.before();
     }
-    s.engine->start();
+    naming(s, [&] { s.engine->start(); });
 }
 
 bool CollectiveCore::test() {
     CollectiveState& s = checked();
-    if (!s.engine->test()) {
+    if (!naming(s, [&] { return s.engine->test(); })) {
         return false;
     }
     if (s.after) {
@@ -290,7 +307,7 @@ bool CollectiveCore::test() {
 
 void CollectiveCore::wait() {
     CollectiveState& s = checked();
-    s.engine->wait();
+    naming(s, [&] { s.engine->wait(); });
     if (s.after) {
         s.after();
     }
