@@ -37,6 +37,13 @@ void Variant::check(const void* data, std::size_t bytes, int sender, int channel
     }
 }
 
+void Variant::report_failure(const std::string& what) {
+    ++log_.failures;
+    if (log_.failures == 1) {
+        log_.first = what + ", round " + std::to_string(round_);
+    }
+}
+
 bool Context::wants(const std::string& name) const {
     if (name == "pmr-owned" && !owned_windows) {
         return false;

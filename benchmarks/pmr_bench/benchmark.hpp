@@ -79,6 +79,8 @@ protected:
     /// pattern of `swapped_channel` instead (>= 0), the report says the blocks were swapped.
     void check(const void* data, std::size_t bytes, int sender, int channel,
                const std::string& where, int swapped_channel = -1);
+    /// Records a failure that check() cannot see (a wrong reduction result).
+    void report_failure(const std::string& what);
     /// Advances the round counter; call once per round on every rank.
     void next_round() noexcept { ++round_; }
 

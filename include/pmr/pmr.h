@@ -58,6 +58,10 @@ typedef struct pmr_send_window_s* pmr_send_window;
 typedef struct pmr_recv_window_s* pmr_recv_window;
 /** An MPI communicator, optionally with a Cartesian grid (pmr::Communicator). */
 typedef struct pmr_communicator_s* pmr_communicator;
+/** A persistent global reduction (pmr::Allreduce). */
+typedef struct pmr_allreduce_s* pmr_allreduce;
+/** A persistent barrier (pmr::Barrier). */
+typedef struct pmr_barrier_s* pmr_barrier;
 /* NOLINTEND(modernize-use-using) */
 
 /** Message of the calling thread's last failed call; "" if none failed yet. Valid until the next
@@ -161,6 +165,54 @@ int pmr_communicator_neighbor(pmr_communicator c, int dimension, int direction, 
  *  rank itself. A non-periodic border gives a null connection. */
 int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direction, int tag_offset,
                                    pmr_connection* out);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Collectives (README.md, "Collectives")                                                        */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Element types of pmr_allreduce_create. */
+#define PMR_FLOAT 0
+#define PMR_DOUBLE 1
+#define PMR_INT32 2          /**< int32_t; sums wrap around */
+#define PMR_INT64 3          /**< int64_t; sums wrap around */
+#define PMR_COMPLEX_FLOAT 4  /**< float _Complex (sum only) */
+#define PMR_COMPLEX_DOUBLE 5 /**< double _Complex (sum only) */
+/* Operations. */
+#define PMR_SUM 0
+#define PMR_MAX 1
+#define PMR_MIN 2
+/* Algorithms (PMR_ALLREDUCE_AUTOMATIC lets PMR_ALLREDUCE_ALGORITHM or the size decide). */
+#define PMR_ALLREDUCE_AUTOMATIC 0
+#define PMR_ALLREDUCE_RECURSIVE_DOUBLING 1
+#define PMR_ALLREDUCE_RING 2
+/* Orders: that of the algorithm, or left to right by rank whatever the algorithm. */
+#define PMR_ORDER_ALGORITHM 0
+#define PMR_ORDER_RANK 1
+
+/** Persistent allreduce of `count` elements over the communicator (collective: every rank creates
+ *  the same ones in the same order; arguments that differ between ranks give PMR_ERR_ARGUMENT on
+ *  every rank). `in` and `out` both NULL: library-owned buffer, see pmr_allreduce_data(); `in ==
+ *  out`: in place over the user buffer; else `in` is read by start and `out` written by the run.
+ *  The buffers belong to pmr from start until wait returns (or test sets *done). */
+int pmr_allreduce_create(pmr_communicator c, const void* in, void* out, size_t count, int datatype,
+                         int op, int algorithm, int order, pmr_allreduce* result);
+/** The result buffer (the library-owned one or `out`); NULL for a NULL handle. */
+void* pmr_allreduce_data(pmr_allreduce a);
+int pmr_allreduce_start(pmr_allreduce a);
+int pmr_allreduce_wait(pmr_allreduce a);
+int pmr_allreduce_test(pmr_allreduce a, int* done);
+/** start + wait. */
+int pmr_allreduce_run(pmr_allreduce a);
+int pmr_allreduce_destroy(pmr_allreduce* a);
+
+/** Persistent barrier over the communicator (collective). */
+int pmr_barrier_create(pmr_communicator c, pmr_barrier* result);
+int pmr_barrier_start(pmr_barrier b);
+int pmr_barrier_wait(pmr_barrier b);
+int pmr_barrier_test(pmr_barrier b, int* done);
+/** start + wait. */
+int pmr_barrier_run(pmr_barrier b);
+int pmr_barrier_destroy(pmr_barrier* b);
 
 #ifdef __cplusplus
 } /* extern "C" */

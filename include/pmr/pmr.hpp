@@ -3,6 +3,7 @@
 /// Everything of pmr: persistent connections and windows for halo exchange beside MPI.
 #pragma once
 
+#include <pmr/collectives.hpp>
 #include <pmr/communicator.hpp>
 #include <pmr/config.hpp>
 #include <pmr/connection.hpp>

@@ -27,6 +27,12 @@ struct pmr_recv_window_s {
 struct pmr_communicator_s {
     pmr::Communicator communicator;
 };
+struct pmr_allreduce_s {
+    pmr::detail::CollectiveCore core;
+};
+struct pmr_barrier_s {
+    pmr::detail::CollectiveCore core;
+};
 
 namespace {
 
@@ -119,6 +125,22 @@ pmr::RecvWindow<std::byte>& window_of(pmr_recv_window w, const char* function) {
 }
 pmr::Communicator& communicator_of(pmr_communicator c, const char* function) {
     return deref(c, "communicator", function).communicator;
+}
+
+template <class Handle>
+pmr::detail::CollectiveCore& core_of(Handle* handle, const char* kind, const char* function) {
+    return deref(handle, kind, function).core;
+}
+
+/// An int of the C interface as one of the enumerators [0, last] of E.
+template <class E>
+E enumerator(int value, int last, const char* name, const char* function) {
+    if (value < 0 || value > last) {
+        pmr::detail::raise<pmr::ArgumentError>(std::string(name) + " " + std::to_string(value) +
+                                                   " is unknown",
+                                               function, "Pass one of the PMR_* constants.");
+    }
+    return static_cast<E>(value);
 }
 
 /// Creates a window of either side: over `buffer`, or library-owned if `buffer` is NULL.
@@ -433,6 +455,108 @@ int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direct
         handle = new pmr_connection_s{
             pmr::Connection(communicator.target(dimension, direction, tag_offset))};
     });
+}
+
+// ---- Collectives ----------------------------------------------------------------------------
+
+int pmr_allreduce_create(pmr_communicator c, const void* in, void* out_buffer, size_t count,
+                         int datatype, int op, int algorithm, int order, pmr_allreduce* result) {
+    constexpr const char* function = "pmr_allreduce_create";
+    return guarded(function, [&] {
+        pmr_allreduce& handle = out(result, "result", function);
+        handle = nullptr;
+        using Kind = pmr::detail::ElementKind;
+        constexpr Kind kinds[] = {Kind::f32, Kind::f64, Kind::i32, Kind::i64, Kind::c32, Kind::c64};
+        const auto type = enumerator<int>(datatype, 5, "datatype", function);
+        pmr::AllreduceOptions options;
+        options.algorithm =
+            enumerator<pmr::AllreduceAlgorithm>(algorithm, 2, "algorithm", function);
+        options.order = enumerator<pmr::ReductionOrder>(order, 1, "order", function);
+        const auto operation = enumerator<pmr::ReduceOp>(op, 2, "op", function);
+        handle = new pmr_allreduce_s{pmr::detail::CollectiveCore::allreduce(
+            communicator_of(c, function), kinds[type], count, operation, options, in, out_buffer)};
+    });
+}
+
+void* pmr_allreduce_data(pmr_allreduce a) {
+    constexpr const char* function = "pmr_allreduce_data";
+    void* data = nullptr;
+    guarded(function, [&] { data = core_of(a, "allreduce", function).data(); });
+    return data;
+}
+
+int pmr_allreduce_start(pmr_allreduce a) {
+    constexpr const char* function = "pmr_allreduce_start";
+    return guarded(function, [&] { core_of(a, "allreduce", function).start(); });
+}
+
+int pmr_allreduce_wait(pmr_allreduce a) {
+    constexpr const char* function = "pmr_allreduce_wait";
+    return guarded(function, [&] { core_of(a, "allreduce", function).wait(); });
+}
+
+int pmr_allreduce_test(pmr_allreduce a, int* done) {
+    constexpr const char* function = "pmr_allreduce_test";
+    return guarded(function, [&] {
+        int& flag = out(done, "done", function);
+        flag = 0;
+        flag = core_of(a, "allreduce", function).test() ? 1 : 0;
+    });
+}
+
+int pmr_allreduce_run(pmr_allreduce a) {
+    constexpr const char* function = "pmr_allreduce_run";
+    return guarded(function, [&] {
+        auto& core = core_of(a, "allreduce", function);
+        core.start();
+        core.wait();
+    });
+}
+
+int pmr_allreduce_destroy(pmr_allreduce* a) {
+    return destroy("pmr_allreduce_destroy", a);
+}
+
+int pmr_barrier_create(pmr_communicator c, pmr_barrier* result) {
+    constexpr const char* function = "pmr_barrier_create";
+    return guarded(function, [&] {
+        pmr_barrier& handle = out(result, "result", function);
+        handle = nullptr;
+        handle =
+            new pmr_barrier_s{pmr::detail::CollectiveCore::barrier(communicator_of(c, function))};
+    });
+}
+
+int pmr_barrier_start(pmr_barrier b) {
+    constexpr const char* function = "pmr_barrier_start";
+    return guarded(function, [&] { core_of(b, "barrier", function).start(); });
+}
+
+int pmr_barrier_wait(pmr_barrier b) {
+    constexpr const char* function = "pmr_barrier_wait";
+    return guarded(function, [&] { core_of(b, "barrier", function).wait(); });
+}
+
+int pmr_barrier_test(pmr_barrier b, int* done) {
+    constexpr const char* function = "pmr_barrier_test";
+    return guarded(function, [&] {
+        int& flag = out(done, "done", function);
+        flag = 0;
+        flag = core_of(b, "barrier", function).test() ? 1 : 0;
+    });
+}
+
+int pmr_barrier_run(pmr_barrier b) {
+    constexpr const char* function = "pmr_barrier_run";
+    return guarded(function, [&] {
+        auto& core = core_of(b, "barrier", function);
+        core.start();
+        core.wait();
+    });
+}
+
+int pmr_barrier_destroy(pmr_barrier* b) {
+    return destroy("pmr_barrier_destroy", b);
 }
 
 } // extern "C"

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+/// @file allreduce.cpp
+/// `pmr-bench allreduce`: a global sum of doubles on every rank of the world, in place. pmr's
+/// persistent Allreduce (automatic choice and each algorithm forced) against MPI_Allreduce,
+/// interleaved per sample. The message size is the vector's size in bytes (8 B = one double).
+#include "benchmark.hpp"
+
+#include <pmr/collectives.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace pmr_bench {
+namespace {
+
+std::size_t doubles_of(std::size_t bytes) {
+    return std::max<std::size_t>(bytes / sizeof(double), 1);
+}
+
+/// With verification on, rank r contributes r + 1 + (i mod 5) to element i: small integers, so
+/// every order of the sum gives exactly size (size + 1) / 2 + size (i mod 5).
+class AllreduceVariant : public Variant {
+public:
+    AllreduceVariant(std::string name, Family family, std::string description,
+                     const Context& context)
+        : Variant(std::move(name), family, std::move(description)), rank_(context.rank),
+          size_(context.size) {}
+
+protected:
+    void fill_input(double* data, std::size_t count) const {
+        for (std::size_t i = 0; i < count; ++i) {
+            data[i] = rank_ + 1.0 + static_cast<double>(i % 5);
+        }
+    }
+    void check_result(const double* data, std::size_t count) {
+        const double base = size_ * (size_ + 1.0) / 2;
+        for (std::size_t i = 0; i < count; ++i) {
+            const double expected = base + size_ * static_cast<double>(i % 5);
+            if (data[i] != expected) {
+                report_failure(name() + ": element " + std::to_string(i) + " of " +
+                               std::to_string(count) + " is " + std::to_string(data[i]) +
+                               ", expected " + std::to_string(expected));
+                return;
+            }
+        }
+    }
+    int rank_;
+    int size_;
+};
+
+class PmrAllreduce final : public AllreduceVariant {
+public:
+    PmrAllreduce(const Context& context, pmr::AllreduceAlgorithm algorithm, std::string name)
+        : AllreduceVariant(std::move(name), Family::pmr,
+                           "pmr::Allreduce<double>, " + std::string(pmr::to_string(algorithm)) +
+                               ", library-owned buffer, in place",
+                           context),
+          algorithm_(algorithm) {}
+
+    void prepare(std::size_t bytes) override {
+        comm_ = std::make_unique<pmr::Communicator>(MPI_COMM_WORLD);
+        reduce_ =
+            pmr::Allreduce<double>(*comm_, doubles_of(bytes), pmr::ReduceOp::sum, {algorithm_});
+        count_ = doubles_of(bytes);
+    }
+    void run(std::size_t iterations) override {
+        for (std::size_t i = 0; i < iterations; ++i) {
+            if (verifying()) {
+                fill_input(reduce_.data(), count_);
+            }
+            reduce_();
+            if (verifying()) {
+                check_result(reduce_.data(), count_);
+            }
+            next_round();
+        }
+    }
+    void release() override {
+        reduce_ = pmr::Allreduce<double>();
+        comm_.reset();
+    }
+
+private:
+    pmr::AllreduceAlgorithm algorithm_;
+    std::unique_ptr<pmr::Communicator> comm_;
+    pmr::Allreduce<double> reduce_;
+    std::size_t count_ = 0;
+};
+
+class MpiAllreduce final : public AllreduceVariant {
+public:
+    explicit MpiAllreduce(const Context& context)
+        : AllreduceVariant("mpi-allreduce", Family::mpi, "MPI_Allreduce, MPI_IN_PLACE", context) {}
+
+    void prepare(std::size_t bytes) override { data_.assign(doubles_of(bytes), 0.0); }
+    void run(std::size_t iterations) override {
+        const auto count = static_cast<int>(data_.size());
+        for (std::size_t i = 0; i < iterations; ++i) {
+            if (verifying()) {
+                fill_input(data_.data(), data_.size());
+            }
+            MPI_Allreduce(MPI_IN_PLACE, data_.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            if (verifying()) {
+                check_result(data_.data(), data_.size());
+            }
+            next_round();
+        }
+    }
+    void release() override { data_ = {}; }
+
+private:
+    std::vector<double> data_;
+};
+
+class AllreduceBenchmark final : public Benchmark {
+public:
+    explicit AllreduceBenchmark(const Context& context) : size_(context.size) {
+        const std::pair<const char*, pmr::AllreduceAlgorithm> pmr_variants[] = {
+            {"pmr-allreduce", pmr::AllreduceAlgorithm::automatic},
+            {"pmr-rd", pmr::AllreduceAlgorithm::recursive_doubling},
+            {"pmr-ring", pmr::AllreduceAlgorithm::ring},
+        };
+        for (const auto& [name, algorithm] : pmr_variants) {
+            if (context.wants(name)) {
+                add(std::make_unique<PmrAllreduce>(context, algorithm, name));
+            }
+        }
+        if (context.wants("mpi-allreduce")) {
+            add(std::make_unique<MpiAllreduce>(context));
+        }
+    }
+
+    std::vector<std::pair<std::string, std::string>> describe() const override {
+        return {{"allreduce", "sum of doubles over " + std::to_string(size_) +
+                                  " rank(s), in place (providers: pmr's choice or "
+                                  "PMR_PROVIDER; --provider does not apply)"}};
+    }
+    std::string time_meaning() const override { return "time of one allreduce (slowest rank)"; }
+
+private:
+    int size_;
+};
+
+void declare(Options& /*options*/) {}
+
+std::unique_ptr<Benchmark> create(const Options& /*options*/, const Context& context) {
+    return std::make_unique<AllreduceBenchmark>(context);
+}
+
+const bool registered = register_benchmark(
+    {"allreduce", "global sum of doubles on every rank: pmr::Allreduce against MPI_Allreduce",
+     "8:1M", declare, create});
+
+} // namespace
+} // namespace pmr_bench

@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: MIT
+// The public collectives: argument checks across ranks, the choice of algorithm and order, the
+// buffers, and the reductions; the data moves in engine.cpp along the plans of schedules.cpp.
+#include "collectives/engine.hpp"
+#include "collectives/schedules.hpp"
+
+#include "base/error.hpp"
+
+#include <pmr/collectives.hpp>
+#include <pmr/memory.hpp>
+
+#include <algorithm>
+#include <array>
+#include <complex>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace pmr {
+
+std::string_view to_string(ReduceOp op) noexcept {
+    switch (op) {
+    case ReduceOp::sum:
+        return "sum";
+    case ReduceOp::max:
+        return "max";
+    case ReduceOp::min:
+        return "min";
+    }
+    return "?";
+}
+
+std::string_view to_string(AllreduceAlgorithm algorithm) noexcept {
+    switch (algorithm) {
+    case AllreduceAlgorithm::automatic:
+        return "automatic";
+    case AllreduceAlgorithm::recursive_doubling:
+        return "recursive_doubling";
+    case AllreduceAlgorithm::ring:
+        return "ring";
+    case AllreduceAlgorithm::trinaryx3:
+        return "trinaryx3";
+    }
+    return "?";
+}
+
+std::string_view to_string(ReductionOrder order) noexcept {
+    return order == ReductionOrder::rank ? "rank" : "algorithm";
+}
+
+namespace detail {
+
+namespace {
+
+/// Vectors up to this many bytes (times the rank count for the rank order) take recursive
+/// doubling, larger ones the ring.
+constexpr std::size_t ring_threshold_bytes = std::size_t{64} * 1024;
+/// Allgathers of up to this many bytes in all take recursive doubling.
+constexpr std::size_t allgather_ring_threshold_bytes = std::size_t{256} * 1024;
+
+// ---- Reductions ---------------------------------------------------------------------------------
+
+template <class T>
+T sum(T a, T b) noexcept {
+    if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); // wraps, as documented
+    } else {
+        return a + b;
+    }
+}
+
+template <class T, ReduceOp Op>
+T combine(T lower, T upper) noexcept {
+    if constexpr (Op == ReduceOp::sum) {
+        return sum(lower, upper);
+    } else if constexpr (Op == ReduceOp::max) {
+        return upper > lower ? upper : lower;
+    } else {
+        return upper < lower ? upper : lower;
+    }
+}
+
+template <class T, ReduceOp Op>
+void reduce(void* acc_bytes, const void* in_bytes, std::size_t count, bool in_is_lower) {
+    auto* acc = static_cast<T*>(acc_bytes);
+    const auto* in = static_cast<const T*>(in_bytes);
+    if (in_is_lower) {
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] = combine<T, Op>(in[i], acc[i]);
+        }
+    } else {
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] = combine<T, Op>(acc[i], in[i]);
+        }
+    }
+}
+
+template <class T>
+coll::Reducer reducer_of(ReduceOp op) noexcept {
+    if constexpr (std::is_arithmetic_v<T>) {
+        switch (op) {
+        case ReduceOp::sum:
+            return &reduce<T, ReduceOp::sum>;
+        case ReduceOp::max:
+            return &reduce<T, ReduceOp::max>;
+        case ReduceOp::min:
+            return &reduce<T, ReduceOp::min>;
+        }
+        return nullptr;
+    } else {
+        return op == ReduceOp::sum ? &reduce<T, ReduceOp::sum> : nullptr;
+    }
+}
+
+struct Element {
+    std::size_t size;
+    const char* name;
+    coll::Reducer (*reducer)(ReduceOp);
+};
+
+Element element_of(ElementKind kind) {
+    switch (kind) {
+    case ElementKind::f32:
+        return {sizeof(float), "float", &reducer_of<float>};
+    case ElementKind::f64:
+        return {sizeof(double), "double", &reducer_of<double>};
+    case ElementKind::i32:
+        return {sizeof(std::int32_t), "int32_t", &reducer_of<std::int32_t>};
+    case ElementKind::i64:
+        return {sizeof(std::int64_t), "int64_t", &reducer_of<std::int64_t>};
+    case ElementKind::c32:
+        return {sizeof(std::complex<float>), "complex<float>", &reducer_of<std::complex<float>>};
+    case ElementKind::c64:
+        return {sizeof(std::complex<double>), "complex<double>", &reducer_of<std::complex<double>>};
+    case ElementKind::bytes:
+        break;
+    }
+    return {1, "bytes", nullptr};
+}
+
+// ---- Settings from the environment --------------------------------------------------------------
+
+std::optional<std::string> environment(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+        return std::nullopt;
+    }
+    return std::string(value);
+}
+
+// ---- Agreement between ranks --------------------------------------------------------------------
+
+enum class Kind : std::int64_t { allreduce = 1, barrier, broadcast, allgather };
+
+/// What every rank must agree on; `problem` is set where this rank found its own arguments bad
+/// (a bad environment value), so that every rank learns of it instead of waiting for this one.
+struct Descriptor {
+    static constexpr int fields = 8;
+    std::array<std::int64_t, fields> values{};
+    static constexpr std::array<const char*, fields> names = {
+        "collective", "element type", "count", "operation",
+        "algorithm",  "order",        "root",  "a valid PMR_ALLREDUCE_* setting"};
+};
+
+/// Exchanges the descriptors of all ranks with an allgather on pmr windows of the same size on
+/// every rank (so it pairs whatever the arguments are) and throws ArgumentError on every rank if
+/// they differ.
+void agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
+           const std::string& where, const std::string& own_problem) {
+    const int size = comm.size();
+    constexpr std::size_t bytes = sizeof(mine.values);
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size) * Descriptor::fields);
+    std::memcpy(all.data() + static_cast<std::size_t>(comm.rank()) * Descriptor::fields,
+                mine.values.data(), bytes);
+    coll::Engine exchange(comm, connections,
+                          coll::recursive_doubling_allgather(size, comm.rank(), 1, bytes), bytes,
+                          nullptr, where + " (agreement on the arguments)");
+    exchange.set_work(reinterpret_cast<std::byte*>(all.data()));
+    exchange.start();
+    exchange.wait();
+    if (!own_problem.empty()) {
+        raise<ArgumentError>(own_problem, where);
+    }
+    for (int rank = 0; rank < size; ++rank) {
+        const std::int64_t* theirs =
+            all.data() + static_cast<std::size_t>(rank) * Descriptor::fields;
+        if (theirs[Descriptor::fields - 1] != 0) {
+            raise<ArgumentError>("rank " + std::to_string(rank) +
+                                     " has invalid arguments or PMR_ALLREDUCE_* settings",
+                                 where, "See that rank's message.");
+        }
+        for (int field = 0; field + 1 < Descriptor::fields; ++field) {
+            const auto f = static_cast<std::size_t>(field);
+            if (theirs[field] != all[f]) {
+                raise<ArgumentError>(
+                    "the ranks disagree on the " + std::string(Descriptor::names.at(f)) +
+                        ": rank 0 has " + std::to_string(all[f]) + ", rank " +
+                        std::to_string(rank) + " has " + std::to_string(theirs[field]),
+                    where,
+                    "Every rank must create the same collectives, in the same order, with the "
+                    "same element type, count, operation, root and algorithm.");
+            }
+        }
+    }
+}
+
+struct OwnedMemory {
+    void operator()(std::byte* pointer) const noexcept { pmr::deallocate_bytes(pointer); }
+};
+using Owned = std::unique_ptr<std::byte, OwnedMemory>;
+
+Owned allocate_owned(std::size_t bytes) {
+    // At least one byte, so that data() of an empty collective is not null.
+    return Owned(static_cast<std::byte*>(pmr::allocate_bytes(std::max<std::size_t>(bytes, 1))));
+}
+
+std::size_t checked_product(std::size_t a, std::size_t b, const std::string& where) {
+    if (a != 0 && b > std::numeric_limits<std::size_t>::max() / a) {
+        raise<SizeError>("the buffer size overflows", where);
+    }
+    return a * b;
+}
+
+} // namespace
+
+struct CollectiveState {
+    std::string what;
+    /// Declared before the engines, whose windows hold them.
+    coll::Connections connections;
+    std::unique_ptr<coll::Engine> engine;
+    AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
+    ReductionOrder order = ReductionOrder::algorithm;
+    Owned owned_result;
+    Owned owned_input;
+    std::vector<std::byte> scratch;
+    std::byte* result = nullptr;
+    std::byte* input = nullptr;
+    /// Runs at start(), before the engine (copies the input into place).
+    std::function<void()> before;
+    /// Runs once the engine has completed (the rank-order fold).
+    std::function<void()> after;
+};
+
+CollectiveCore::CollectiveCore() noexcept = default;
+CollectiveCore::CollectiveCore(std::unique_ptr<CollectiveState> state) noexcept
+    : state_(std::move(state)) {}
+CollectiveCore::CollectiveCore(CollectiveCore&& other) noexcept = default;
+CollectiveCore& CollectiveCore::operator=(CollectiveCore&& other) noexcept = default;
+CollectiveCore::~CollectiveCore() = default;
+
+CollectiveState& CollectiveCore::checked() const {
+    if (!state_) {
+        raise<UsageError>("use of an empty collective", "default-constructed or moved from",
+                          "Assign a constructed collective first.");
+    }
+    return *state_;
+}
+
+namespace {
+
+/// Runs f(); a Timeout or PeerLost from one of the windows is rethrown with the collective named,
+/// since the window alone ("pmr-internal") does not say which collective the rank was in.
+template <class F>
+auto naming(const CollectiveState& s, F&& f) {
+    try {
+        return f();
+    } catch (const Timeout& e) {
+        throw Timeout(std::string(e.what()) + " While running: " + s.what + ".");
+    } catch (const PeerLost& e) {
+        throw PeerLost(std::string(e.what()) + " While running: " + s.what + ".");
+    }
+}
+
+} // namespace
+
+void CollectiveCore::start() {
+    CollectiveState& s = checked();
+    if (s.engine->active()) {
+        raise<UsageError>("start() while the previous run is in flight", s.what,
+                          "Complete each run with wait() (or test() returning true) first.");
+    }
+    if (s.before) {
+        s.before();
+    }
+    naming(s, [&] { s.engine->start(); });
+}
+
+bool CollectiveCore::test() {
+    CollectiveState& s = checked();
+    if (!naming(s, [&] { return s.engine->test(); })) {
+        return false;
+    }
+    if (s.after) {
+        s.after();
+    }
+    return true;
+}
+
+void CollectiveCore::wait() {
+    CollectiveState& s = checked();
+    naming(s, [&] { s.engine->wait(); });
+    if (s.after) {
+        s.after();
+    }
+}
+
+bool CollectiveCore::active() const noexcept {
+    return state_ && state_->engine->active();
+}
+
+void* CollectiveCore::data() const noexcept {
+    return state_ ? state_->result : nullptr;
+}
+
+void* CollectiveCore::input() const noexcept {
+    return state_ ? state_->input : nullptr;
+}
+
+AllreduceAlgorithm CollectiveCore::algorithm() const noexcept {
+    return state_ ? state_->algorithm : AllreduceAlgorithm::automatic;
+}
+
+ReductionOrder CollectiveCore::order() const noexcept {
+    return state_ ? state_->order : ReductionOrder::algorithm;
+}
+
+std::string CollectiveCore::describe() const {
+    return state_ ? state_->what : std::string("empty collective");
+}
+
+namespace {
+
+std::string on_rank(const Communicator& comm) {
+    return " on rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
+}
+
+} // namespace
+
+CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind kind,
+                                         std::size_t count, ReduceOp op, AllreduceOptions options,
+                                         const void* in, void* out) {
+    const Element element = element_of(kind);
+    auto state = std::make_unique<CollectiveState>();
+    std::string where = "allreduce of " + std::to_string(count) + " x " + element.name + " (" +
+                        std::string(to_string(op)) + ")" + on_rank(comm);
+    const std::size_t bytes = checked_product(count, element.size, where);
+    const int size = comm.size();
+    const int rank = comm.rank();
+
+    // Settings of the environment where the options are left at their defaults.
+    std::string problem;
+    AllreduceAlgorithm algorithm = options.algorithm;
+    ReductionOrder order = options.order;
+    if (algorithm == AllreduceAlgorithm::automatic) {
+        if (auto value = environment("PMR_ALLREDUCE_ALGORITHM")) {
+            if (*value == "recursive_doubling" || *value == "rd") {
+                algorithm = AllreduceAlgorithm::recursive_doubling;
+            } else if (*value == "ring") {
+                algorithm = AllreduceAlgorithm::ring;
+            } else if (*value == "trinaryx3") {
+                algorithm = AllreduceAlgorithm::trinaryx3;
+            } else if (*value != "automatic" && *value != "auto") {
+                problem = "PMR_ALLREDUCE_ALGORITHM=" + *value +
+                          " is not one of automatic, recursive_doubling (rd), ring, trinaryx3";
+            }
+        }
+    }
+    if (order == ReductionOrder::algorithm) {
+        if (auto value = environment("PMR_ALLREDUCE_ORDER")) {
+            if (*value == "rank") {
+                order = ReductionOrder::rank;
+            } else if (*value != "algorithm") {
+                problem = "PMR_ALLREDUCE_ORDER=" + *value + " is not one of algorithm, rank";
+            }
+        }
+    }
+    if (algorithm == AllreduceAlgorithm::automatic) {
+        // The same on every rank: it depends on the agreed count and the size only.
+        const std::size_t moved =
+            order == ReductionOrder::rank
+                ? checked_product(bytes, static_cast<std::size_t>(size), where)
+                : bytes;
+        const bool large = moved > ring_threshold_bytes && count >= static_cast<std::size_t>(size);
+        algorithm =
+            size > 2 && large ? AllreduceAlgorithm::ring : AllreduceAlgorithm::recursive_doubling;
+    }
+
+    if (bytes > 0 && (in == nullptr) != (out == nullptr)) {
+        problem = "one of the input and output buffers is null; pass both user buffers, or "
+                  "neither for library-owned memory";
+    }
+    Descriptor descriptor;
+    descriptor.values = {static_cast<std::int64_t>(Kind::allreduce),
+                         static_cast<std::int64_t>(kind),
+                         static_cast<std::int64_t>(count),
+                         static_cast<std::int64_t>(op),
+                         static_cast<std::int64_t>(algorithm),
+                         static_cast<std::int64_t>(order),
+                         -1,
+                         problem.empty() ? 0 : 1};
+    agree(comm, state->connections, descriptor, where, problem);
+
+    const coll::Reducer reducer = element.reducer(op);
+    if (reducer == nullptr) {
+        raise<ArgumentError>(std::string(to_string(op)) + " is not defined for " + element.name,
+                             where, "Use sum for complex numbers, or reduce real parts.");
+    }
+    if (algorithm == AllreduceAlgorithm::trinaryx3) {
+        // Hook: Trinaryx3 keeps three rails of a 3D torus busy at once and needs the tofu
+        // provider (>= 3 TNIs) and a 3D Cartesian communicator. Until that provider exists it is
+        // refused here rather than emulated by another algorithm.
+        raise<ArgumentError>("the trinaryx3 algorithm needs the tofu provider with at least 3 "
+                             "rails and a 3D Cartesian communicator, which this build lacks",
+                             where, "Choose recursive_doubling, ring or automatic.");
+    }
+    if (out == nullptr) {
+        state->owned_result = allocate_owned(bytes);
+        state->result = state->owned_result.get();
+    } else {
+        state->result = static_cast<std::byte*>(out);
+    }
+    const auto* input = static_cast<const std::byte*>(in);
+    const bool separate_input = input != nullptr && input != state->result;
+
+    where = "allreduce of " + std::to_string(count) + " x " + element.name + " (" +
+            std::string(to_string(op)) + ", " + std::string(to_string(algorithm)) + ", order " +
+            std::string(to_string(order)) + ")" + on_rank(comm);
+    state->what = where;
+    state->algorithm = algorithm;
+    state->order = order;
+    std::byte* result = state->result;
+    const std::size_t element_size = element.size;
+
+    std::vector<coll::Step> steps;
+    coll::Finish finish;
+    std::byte* work = result;
+    if (order == ReductionOrder::algorithm) {
+        steps = algorithm == AllreduceAlgorithm::ring
+                    ? coll::ring_allreduce(size, rank, count, element_size)
+                    : coll::recursive_doubling_allreduce(size, rank, count, element_size);
+        if (separate_input && bytes > 0) {
+            state->before = [result, input, bytes] { std::memcpy(result, input, bytes); };
+        }
+    } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
+        // Gather every contribution, then fold them left to right on every rank.
+        steps = coll::recursive_doubling_allgather(size, rank, count, element_size);
+        state->scratch.resize(checked_product(bytes, static_cast<std::size_t>(size), where));
+        work = state->scratch.data();
+        std::byte* own_slot = work + static_cast<std::size_t>(rank) * bytes;
+        const std::byte* source = separate_input ? input : result;
+        if (bytes > 0) {
+            state->before = [own_slot, source, bytes] { std::memcpy(own_slot, source, bytes); };
+        }
+        state->after = [result, work, bytes, size, count, reducer] {
+            if (bytes == 0) {
+                return;
+            }
+            std::memcpy(result, work, bytes);
+            for (int j = 1; j < size; ++j) {
+                reducer(result, work + static_cast<std::size_t>(j) * bytes, count, false);
+            }
+        };
+    } else {
+        // Ring order by rank: each chunk's owner folds the chunks of all ranks left to right.
+        steps = coll::direct_reduce_scatter_allgather(size, rank, count, element_size);
+        if (separate_input && bytes > 0) {
+            state->before = [result, input, bytes] { std::memcpy(result, input, bytes); };
+        }
+        const std::size_t begin = coll::chunk_begin(count, size, rank);
+        const std::size_t end = coll::chunk_begin(count, size, rank + 1);
+        constexpr std::size_t block_bytes = 4096;
+        state->scratch.resize(block_bytes);
+        std::byte* block = state->scratch.data();
+        auto fold = [result, block, begin, end, element_size, size, rank,
+                     reducer](const std::vector<const std::byte*>& received) {
+            const std::size_t per_block = std::max<std::size_t>(block_bytes / element_size, 1);
+            // received[k] came from rank k < rank ? k : k + 1, each holding this rank's chunk.
+            auto contribution = [&](int j, std::size_t index) -> const std::byte* {
+                if (j == rank) {
+                    return result + index * element_size;
+                }
+                const auto k = static_cast<std::size_t>(j < rank ? j : j - 1);
+                return received[k] + (index - begin) * element_size;
+            };
+            for (std::size_t first = begin; first < end; first += per_block) {
+                const std::size_t n = std::min(per_block, end - first);
+                std::memcpy(block, contribution(0, first), n * element_size);
+                for (int j = 1; j < size; ++j) {
+                    reducer(block, contribution(j, first), n, false);
+                }
+                std::memcpy(result + first * element_size, block, n * element_size);
+            }
+        };
+        finish = fold;
+    }
+    state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                   element_size, reducer, where);
+    if (finish) {
+        state->engine->set_finish(std::move(finish));
+    }
+    state->engine->set_work(work);
+    return CollectiveCore(std::move(state));
+}
+
+CollectiveCore CollectiveCore::barrier(const Communicator& comm) {
+    auto state = std::make_unique<CollectiveState>();
+    state->what = "barrier" + on_rank(comm);
+    Descriptor descriptor;
+    descriptor.values = {static_cast<std::int64_t>(Kind::barrier), 0, 0, 0, 0, 0, -1, 0};
+    agree(comm, state->connections, descriptor, state->what, {});
+    state->owned_result = allocate_owned(1);
+    state->result = state->owned_result.get();
+    state->engine = std::make_unique<coll::Engine>(
+        comm, state->connections, coll::dissemination_barrier(comm.size(), comm.rank()), 1, nullptr,
+        state->what);
+    state->engine->set_work(state->result);
+    return CollectiveCore(std::move(state));
+}
+
+CollectiveCore CollectiveCore::broadcast(const Communicator& comm, std::size_t element_size,
+                                         std::size_t count, int root, void* buffer) {
+    auto state = std::make_unique<CollectiveState>();
+    state->what = "broadcast of " + std::to_string(count) + " x " + std::to_string(element_size) +
+                  " B from root " + std::to_string(root) + on_rank(comm);
+    const std::size_t bytes = checked_product(count, element_size, state->what);
+    Descriptor descriptor;
+    descriptor.values = {static_cast<std::int64_t>(Kind::broadcast),
+                         static_cast<std::int64_t>(element_size),
+                         static_cast<std::int64_t>(count),
+                         0,
+                         0,
+                         0,
+                         root,
+                         0};
+    agree(comm, state->connections, descriptor, state->what, {});
+    if (root < 0 || root >= comm.size()) {
+        raise<ArgumentError>("root " + std::to_string(root) + " is not a rank of the communicator",
+                             state->what, "Pass a root between 0 and size - 1.");
+    }
+    if (buffer == nullptr) {
+        state->owned_result = allocate_owned(bytes);
+        state->result = state->owned_result.get();
+    } else {
+        state->result = static_cast<std::byte*>(buffer);
+    }
+    state->engine = std::make_unique<coll::Engine>(
+        comm, state->connections,
+        coll::binomial_broadcast(comm.size(), comm.rank(), root, count, element_size), element_size,
+        nullptr, state->what);
+    state->engine->set_work(state->result);
+    return CollectiveCore(std::move(state));
+}
+
+CollectiveCore CollectiveCore::allgather(const Communicator& comm, std::size_t element_size,
+                                         std::size_t count, const void* in, void* out) {
+    auto state = std::make_unique<CollectiveState>();
+    state->what = "allgather of " + std::to_string(count) + " x " + std::to_string(element_size) +
+                  " B per rank" + on_rank(comm);
+    const std::size_t bytes = checked_product(count, element_size, state->what);
+    const std::size_t total =
+        checked_product(bytes, static_cast<std::size_t>(comm.size()), state->what);
+    Descriptor descriptor;
+    descriptor.values = {static_cast<std::int64_t>(Kind::allgather),
+                         static_cast<std::int64_t>(element_size),
+                         static_cast<std::int64_t>(count),
+                         0,
+                         0,
+                         0,
+                         -1,
+                         0};
+    const bool null_buffer = bytes > 0 && (in == nullptr) != (out == nullptr);
+    descriptor.values[Descriptor::fields - 1] = null_buffer ? 1 : 0;
+    agree(comm, state->connections, descriptor, state->what,
+          null_buffer ? "one of the input and output buffers is null; pass both user buffers, or "
+                        "neither for library-owned memory"
+                      : "");
+    const std::byte* source = nullptr;
+    if (out == nullptr) {
+        state->owned_result = allocate_owned(total);
+        state->owned_input = allocate_owned(bytes);
+        state->result = state->owned_result.get();
+        state->input = state->owned_input.get();
+        source = state->input;
+    } else {
+        state->result = static_cast<std::byte*>(out);
+        source = static_cast<const std::byte*>(in);
+    }
+    std::byte* own_slot = state->result + static_cast<std::size_t>(comm.rank()) * bytes;
+    if (source != own_slot && bytes > 0) {
+        state->before = [own_slot, source, bytes] { std::memmove(own_slot, source, bytes); };
+    }
+    auto steps =
+        total <= allgather_ring_threshold_bytes
+            ? coll::recursive_doubling_allgather(comm.size(), comm.rank(), count, element_size)
+            : coll::ring_allgather(comm.size(), comm.rank(), count, element_size);
+    state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
+                                                   element_size, nullptr, state->what);
+    state->engine->set_work(state->result);
+    return CollectiveCore(std::move(state));
+}
+
+} // namespace detail
+} // namespace pmr

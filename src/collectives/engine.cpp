@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+#include "collectives/engine.hpp"
+
+#include "base/backoff.hpp"
+#include "base/error.hpp"
+
+#include <pmr/target.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace pmr::detail::coll {
+
+namespace {
+// Library targets pair only with library targets; within them, connections between the same two
+// ranks pair in creation order, which every rank keeps by creating its collectives in one order.
+constexpr int collective_tag = 1;
+} // namespace
+
+Engine::Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
+               std::size_t element_size, Reducer reducer, std::string what)
+    : steps_(std::move(steps)), element_size_(element_size), reducer_(reducer),
+      what_(std::move(what)), connections_(connections) {
+    auto connection = [&](int peer) -> Connection& {
+        auto found = connections_.find(peer);
+        if (found == connections_.end()) {
+            found = connections_
+                        .emplace(peer, Connection(Target::library(comm, peer, collective_tag,
+                                                                  collective_tag)))
+                        .first;
+        }
+        return found->second;
+    };
+    // Connections first, then the windows in step order (see the header).
+    for (const Step& step : steps_) {
+        for (const Send& send : step.sends) {
+            connection(send.peer);
+        }
+        for (const Recv& recv : step.recvs) {
+            connection(recv.peer);
+        }
+    }
+    windows_.resize(steps_.size());
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+        StepWindows& w = windows_[i];
+        for (const Send& send : steps_[i].sends) {
+            w.sends.emplace_back(connection(send.peer), send.bytes);
+        }
+        for (const Recv& recv : steps_[i].recvs) {
+            w.recvs.emplace_back(connection(recv.peer), recv.bytes);
+        }
+        w.received.assign(w.recvs.size(), 0);
+    }
+    warm_up();
+}
+
+void Engine::warm_up() {
+    // One run on scratch memory, while every rank is in this constructor anyway: it completes the
+    // set-up of every connection and window (so that the steady state starts with the first real
+    // run), and no window is ever destroyed with its set-up unfinished, which would leave a stale
+    // set-up message for the next window between the same two ranks.
+    std::size_t extent = 1;
+    for (const Step& step : steps_) {
+        for (const Send& send : step.sends) {
+            extent = std::max(extent, send.offset + send.bytes);
+        }
+        for (const Recv& recv : step.recvs) {
+            extent = std::max(extent, recv.offset + recv.bytes);
+        }
+    }
+    std::vector<std::byte> scratch(extent);
+    work_ = scratch.data();
+    start();
+    wait();
+    work_ = nullptr;
+}
+
+void Engine::start() {
+    if (active_) {
+        raise<UsageError>("start() while the previous run is in flight", what_,
+                          "Complete each run with wait() (or test() returning true) first.");
+    }
+    for (StepWindows& w : windows_) {
+        for (auto& recv : w.recvs) {
+            recv.init();
+            recv.post();
+        }
+        std::fill(w.received.begin(), w.received.end(), 0);
+    }
+    active_ = true;
+    step_ = 0;
+    if (!steps_.empty()) {
+        begin_step(0);
+    }
+}
+
+void Engine::begin_step(std::size_t index) {
+    const Step& step = steps_[index];
+    StepWindows& w = windows_[index];
+    for (std::size_t i = 0; i < step.sends.size(); ++i) {
+        const Send& send = step.sends[i];
+        SendWindow<std::byte>& window = w.sends[i];
+        window.init();
+        std::memcpy(window.data(), work_ + send.offset, send.bytes);
+        window.post();
+        pending_sends_.push_back(&window);
+    }
+}
+
+void Engine::end_step(std::size_t index) {
+    const Step& step = steps_[index];
+    StepWindows& w = windows_[index];
+    received_.clear();
+    for (std::size_t i = 0; i < step.recvs.size(); ++i) {
+        const Recv& recv = step.recvs[i];
+        const std::byte* data = w.recvs[i].data();
+        received_.push_back(data);
+        switch (recv.action) {
+        case Action::copy:
+            std::memcpy(work_ + recv.offset, data, recv.bytes);
+            break;
+        case Action::reduce_lower:
+        case Action::reduce_upper:
+            reducer_(work_ + recv.offset, data, recv.bytes / element_size_,
+                     recv.action == Action::reduce_lower);
+            break;
+        case Action::keep:
+            break;
+        }
+    }
+    if (step.finish && finish_) {
+        finish_(received_);
+    }
+}
+
+bool Engine::test() {
+    if (!active_) {
+        raise<UsageError>("test() or wait() without a run in flight", what_,
+                          "Call start() first; after completion, start() again for a new run.");
+    }
+    // Sends complete once the receiver has granted its window; polling them also moves the data
+    // of those posted before the grant.
+    for (std::size_t i = 0; i < pending_sends_.size();) {
+        if (pending_sends_[i]->test()) {
+            pending_sends_[i] = pending_sends_.back();
+            pending_sends_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    while (step_ < steps_.size()) {
+        StepWindows& w = windows_[step_];
+        bool complete = true;
+        for (std::size_t i = 0; i < w.recvs.size(); ++i) {
+            if (w.received[i] == 0) {
+                if (w.recvs[i].test()) {
+                    w.received[i] = 1;
+                } else {
+                    complete = false;
+                }
+            }
+        }
+        if (!complete) {
+            return false;
+        }
+        end_step(step_);
+        ++step_;
+        if (step_ < steps_.size()) {
+            begin_step(step_);
+        }
+    }
+    for (std::size_t i = 0; i < pending_sends_.size();) {
+        if (pending_sends_[i]->test()) {
+            pending_sends_[i] = pending_sends_.back();
+            pending_sends_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    if (!pending_sends_.empty()) {
+        return false;
+    }
+    active_ = false;
+    return true;
+}
+
+void Engine::wait() {
+    if (test()) {
+        return;
+    }
+    // The windows' own test() watches the peers and PMR_TIMEOUT; this loop only paces the polls.
+    Backoff backoff;
+    while (!test()) {
+        backoff.pause();
+    }
+}
+
+} // namespace pmr::detail::coll

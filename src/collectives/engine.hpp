@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// The machine under every collective: a schedule of steps, each a few sends and receives of byte
+// ranges of a work buffer, run on pmr connections and windows only.
+//
+// Every rank derives its schedule from the same global plan, and creates its windows in the order
+// of its steps. That order is what pairs them: the k-th send of rank a to rank b in the plan is the
+// k-th SendWindow on a's connection to b and the k-th RecvWindow on b's connection to a.
+//
+// A run: start() grants every receive window of every step at once (init + post), then posts the
+// sends of step 0. A step ends when its receives have arrived: they are applied to the work buffer
+// (copied, or reduced with the received data as the lower or upper operand), and the next step's
+// sends are posted from the work buffer as it is then. Sends are staged in their own windows, so
+// the work buffer may change while they are in flight; the run ends when every step has ended and
+// every send has completed.
+#pragma once
+
+#include <pmr/communicator.hpp>
+#include <pmr/window.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pmr::detail::coll {
+
+/// What to do with a received byte range.
+enum class Action : unsigned char {
+    copy,         ///< work[offset...] = received
+    reduce_lower, ///< work = op(received, work): the received data stands for lower ranks
+    reduce_upper, ///< work = op(work, received)
+    keep,         ///< nothing: the step's finish callback reads it
+};
+
+struct Send {
+    int peer = 0;
+    std::size_t offset = 0; ///< bytes into the work buffer
+    std::size_t bytes = 0;
+};
+
+struct Recv {
+    int peer = 0;
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    Action action = Action::copy;
+};
+
+struct Step {
+    std::vector<Send> sends;
+    std::vector<Recv> recvs;
+    /// Whether the finish callback runs after the receives of this step have been applied.
+    bool finish = false;
+};
+
+/// Reduces `count` elements: acc = op(in, acc) if `in_is_lower`, else op(acc, in).
+using Reducer = void (*)(void* acc, const void* in, std::size_t count, bool in_is_lower);
+
+/// Called at the end of a step with `finish` set, with the data of the step's receives in order.
+using Finish = std::function<void(const std::vector<const std::byte*>& received)>;
+
+/// Connections of one collective object by peer rank, shared by its engines.
+using Connections = std::map<int, Connection>;
+
+class Engine {
+public:
+    /// Creates one library connection per peer of `steps` and one window per transfer, and runs
+    /// once on scratch memory to complete their set-up (collective: every rank of `comm` must
+    /// construct its engine).
+    /// Connections to peers missing from `connections` are created there, in the order of the
+    /// steps; `connections` must outlive the engine.
+    Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
+           std::size_t element_size, Reducer reducer, std::string what);
+
+    void set_work(std::byte* work) noexcept { work_ = work; }
+    void set_finish(Finish finish) { finish_ = std::move(finish); }
+
+    /// Grants all receives and posts the first step. @throws UsageError while active.
+    void start();
+    /// Progresses; true once this rank's part has completed.
+    bool test();
+    /// test() until true, yielding the core as every wait of pmr does.
+    void wait();
+    bool active() const noexcept { return active_; }
+    const std::string& what() const noexcept { return what_; }
+
+private:
+    void warm_up();
+    void begin_step(std::size_t index);
+    void end_step(std::size_t index);
+
+    struct StepWindows {
+        std::vector<SendWindow<std::byte>> sends;
+        std::vector<RecvWindow<std::byte>> recvs;
+        std::vector<char> received;
+    };
+
+    std::vector<Step> steps_;
+    std::size_t element_size_;
+    Reducer reducer_;
+    std::string what_;
+    Connections& connections_;
+    std::vector<StepWindows> windows_;
+    std::vector<SendWindow<std::byte>*> pending_sends_;
+    std::vector<const std::byte*> received_;
+    Finish finish_;
+    std::byte* work_ = nullptr;
+    std::size_t step_ = 0;
+    bool active_ = false;
+};
+
+} // namespace pmr::detail::coll

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+#include "collectives/schedules.hpp"
+
+namespace pmr::detail::coll {
+
+namespace {
+
+// For a size that is not a power of two: `pow2` = 2^floor(log2 size) ranks take part in the
+// doubling, the first 2 * `extra` ranks fold into pairs first (rank 2i into 2i + 1).
+struct Fold {
+    int pow2 = 1;
+    int extra = 0;
+
+    explicit Fold(int size) {
+        while (pow2 * 2 <= size) {
+            pow2 *= 2;
+        }
+        extra = size - pow2;
+    }
+    /// Rank among the pow2 doubling ranks, -1 for a rank that folded away (even, < 2 extra).
+    int virtual_of(int rank) const noexcept {
+        if (rank < 2 * extra) {
+            return rank % 2 == 1 ? rank / 2 : -1;
+        }
+        return rank - extra;
+    }
+    int real_of(int virtual_rank) const noexcept {
+        return virtual_rank < extra ? 2 * virtual_rank + 1 : virtual_rank + extra;
+    }
+    /// First original rank whose contribution virtual rank `v` (0 <= v <= pow2) holds after the
+    /// fold; slot_of(pow2) is the size. Monotone, so a block of virtual ranks is a block of ranks.
+    int first_rank_of(int virtual_rank) const noexcept {
+        return virtual_rank < extra ? 2 * virtual_rank : virtual_rank + extra;
+    }
+};
+
+int modulo(long value, int size) noexcept {
+    const long m = value % size;
+    return static_cast<int>(m < 0 ? m + size : m);
+}
+
+/// Steps of a ring allgather of the chunks of `count` elements over `size` ranks in which rank r
+/// starts with chunk (r + first_owned) mod size.
+void append_ring_allgather(std::vector<Step>& steps, int size, int rank, std::size_t count,
+                           std::size_t element_size, int first_owned) {
+    const int next = modulo(rank + 1L, size);
+    const int prev = modulo(rank - 1L, size);
+    for (int s = 0; s + 1 < size; ++s) {
+        Step step;
+        const int out = modulo(static_cast<long>(rank) + first_owned - s, size);
+        const int in = modulo(static_cast<long>(rank) + first_owned - s - 1, size);
+        const std::size_t out_begin = chunk_begin(count, size, out);
+        const std::size_t out_end = chunk_begin(count, size, out + 1);
+        const std::size_t in_begin = chunk_begin(count, size, in);
+        const std::size_t in_end = chunk_begin(count, size, in + 1);
+        if (out_end > out_begin) {
+            step.sends.push_back(
+                {next, out_begin * element_size, (out_end - out_begin) * element_size});
+        }
+        if (in_end > in_begin) {
+            step.recvs.push_back(
+                {prev, in_begin * element_size, (in_end - in_begin) * element_size, Action::copy});
+        }
+        steps.push_back(std::move(step));
+    }
+}
+
+} // namespace
+
+std::size_t chunk_begin(std::size_t count, int parts, int chunk) noexcept {
+    const auto n = static_cast<std::size_t>(parts);
+    const auto c = static_cast<std::size_t>(chunk);
+    const std::size_t base = count / n;
+    const std::size_t larger = count % n;
+    return c * base + (c < larger ? c : larger);
+}
+
+std::vector<Step> recursive_doubling_allreduce(int size, int rank, std::size_t count,
+                                               std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    const std::size_t bytes = count * element_size;
+    const Fold fold(size);
+    const bool folding = rank < 2 * fold.extra;
+    if (folding) {
+        Step step;
+        if (rank % 2 == 0) {
+            step.sends.push_back({rank + 1, 0, bytes});
+        } else {
+            step.recvs.push_back({rank - 1, 0, bytes, Action::reduce_lower});
+        }
+        steps.push_back(std::move(step));
+    }
+    const int v = fold.virtual_of(rank);
+    if (v >= 0) {
+        for (int mask = 1; mask < fold.pow2; mask *= 2) {
+            const int partner_v = v ^ mask;
+            const int partner = fold.real_of(partner_v);
+            Step step;
+            step.sends.push_back({partner, 0, bytes});
+            step.recvs.push_back(
+                {partner, 0, bytes, partner_v < v ? Action::reduce_lower : Action::reduce_upper});
+            steps.push_back(std::move(step));
+        }
+    }
+    if (folding) {
+        Step step;
+        if (rank % 2 == 1) {
+            step.sends.push_back({rank - 1, 0, bytes});
+        } else {
+            step.recvs.push_back({rank + 1, 0, bytes, Action::copy});
+        }
+        steps.push_back(std::move(step));
+    }
+    return steps;
+}
+
+std::vector<Step> ring_allreduce(int size, int rank, std::size_t count, std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    const int next = modulo(rank + 1L, size);
+    const int prev = modulo(rank - 1L, size);
+    for (int s = 0; s + 1 < size; ++s) {
+        Step step;
+        const int out = modulo(static_cast<long>(rank) - s, size);
+        const int in = modulo(static_cast<long>(rank) - s - 1, size);
+        const std::size_t out_begin = chunk_begin(count, size, out);
+        const std::size_t out_end = chunk_begin(count, size, out + 1);
+        const std::size_t in_begin = chunk_begin(count, size, in);
+        const std::size_t in_end = chunk_begin(count, size, in + 1);
+        if (out_end > out_begin) {
+            step.sends.push_back(
+                {next, out_begin * element_size, (out_end - out_begin) * element_size});
+        }
+        if (in_end > in_begin) {
+            // The partial sum arriving holds the ranks before this one in the chunk's chain.
+            step.recvs.push_back({prev, in_begin * element_size, (in_end - in_begin) * element_size,
+                                  Action::reduce_lower});
+        }
+        steps.push_back(std::move(step));
+    }
+    // Rank r now holds the complete chunk r + 1.
+    append_ring_allgather(steps, size, rank, count, element_size, 1);
+    return steps;
+}
+
+std::vector<Step> direct_reduce_scatter_allgather(int size, int rank, std::size_t count,
+                                                  std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    Step scatter;
+    scatter.finish = true;
+    const std::size_t own_begin = chunk_begin(count, size, rank);
+    const std::size_t own_end = chunk_begin(count, size, rank + 1);
+    for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) {
+            continue;
+        }
+        const std::size_t begin = chunk_begin(count, size, peer);
+        const std::size_t end = chunk_begin(count, size, peer + 1);
+        if (end > begin) {
+            scatter.sends.push_back({peer, begin * element_size, (end - begin) * element_size});
+        }
+        if (own_end > own_begin) {
+            scatter.recvs.push_back({peer, own_begin * element_size,
+                                     (own_end - own_begin) * element_size, Action::keep});
+        }
+    }
+    steps.push_back(std::move(scatter));
+    append_ring_allgather(steps, size, rank, count, element_size, 0);
+    return steps;
+}
+
+std::vector<Step> recursive_doubling_allgather(int size, int rank, std::size_t count,
+                                               std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    const std::size_t slot = count * element_size;
+    const Fold fold(size);
+    const bool folding = rank < 2 * fold.extra;
+    if (folding) {
+        Step step;
+        if (rank % 2 == 0) {
+            step.sends.push_back({rank + 1, static_cast<std::size_t>(rank) * slot, slot});
+        } else {
+            step.recvs.push_back(
+                {rank - 1, static_cast<std::size_t>(rank - 1) * slot, slot, Action::copy});
+        }
+        steps.push_back(std::move(step));
+    }
+    auto slots_of = [&](int first_virtual, int virtual_count) {
+        const auto begin = static_cast<std::size_t>(fold.first_rank_of(first_virtual));
+        const auto end =
+            static_cast<std::size_t>(fold.first_rank_of(first_virtual + virtual_count));
+        return std::make_pair(begin * slot, (end - begin) * slot);
+    };
+    const int v = fold.virtual_of(rank);
+    if (v >= 0) {
+        for (int mask = 1; mask < fold.pow2; mask *= 2) {
+            const int partner_v = v ^ mask;
+            const int partner = fold.real_of(partner_v);
+            const auto mine = slots_of(v & ~(mask - 1), mask);
+            const auto theirs = slots_of(partner_v & ~(mask - 1), mask);
+            Step step;
+            step.sends.push_back({partner, mine.first, mine.second});
+            step.recvs.push_back({partner, theirs.first, theirs.second, Action::copy});
+            steps.push_back(std::move(step));
+        }
+    }
+    if (folding) {
+        const std::size_t all = static_cast<std::size_t>(size) * slot;
+        Step step;
+        if (rank % 2 == 1) {
+            step.sends.push_back({rank - 1, 0, all});
+        } else {
+            step.recvs.push_back({rank + 1, 0, all, Action::copy});
+        }
+        steps.push_back(std::move(step));
+    }
+    return steps;
+}
+
+std::vector<Step> ring_allgather(int size, int rank, std::size_t count, std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    // Slots are the chunks of size * count elements split into size parts.
+    append_ring_allgather(steps, size, rank, count * static_cast<std::size_t>(size), element_size,
+                          0);
+    return steps;
+}
+
+std::vector<Step> binomial_broadcast(int size, int rank, int root, std::size_t count,
+                                     std::size_t element_size) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    const std::size_t bytes = count * element_size;
+    const int relative = modulo(static_cast<long>(rank) - root, size);
+    auto real = [&](int r) { return modulo(static_cast<long>(r) + root, size); };
+    for (int mask = 1; mask < size; mask *= 2) {
+        Step step;
+        if (relative < mask) {
+            if (relative + mask < size) {
+                step.sends.push_back({real(relative + mask), 0, bytes});
+            }
+        } else if (relative < 2 * mask) {
+            step.recvs.push_back({real(relative - mask), 0, bytes, Action::copy});
+        }
+        if (!step.sends.empty() || !step.recvs.empty()) {
+            steps.push_back(std::move(step));
+        }
+    }
+    return steps;
+}
+
+std::vector<Step> dissemination_barrier(int size, int rank) {
+    std::vector<Step> steps;
+    for (int distance = 1; distance < size; distance *= 2) {
+        Step step;
+        step.sends.push_back({modulo(static_cast<long>(rank) + distance, size), 0, 1});
+        step.recvs.push_back(
+            {modulo(static_cast<long>(rank) - distance, size), 0, 1, Action::keep});
+        steps.push_back(std::move(step));
+    }
+    return steps;
+}
+
+} // namespace pmr::detail::coll

@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: MIT
+// Persistent collectives: every result is compared bit for bit with a reference that this rank
+// computes from the inputs of all ranks (which every rank can generate) in the documented order of
+// the algorithm; all element types and operations, forced algorithms and both orders, sizes from 0
+// to beyond the ring threshold, repeated runs with new inputs, every kind of buffer, wait() and
+// test() polling; barrier timing, broadcast from every root, allgather; and the errors.
+#include "support.hpp"
+
+#include <pmr/collectives.hpp>
+
+#include <chrono>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+using pmr_test::message_of;
+using pmr_test::mix;
+using pmr_test::start_together;
+
+namespace {
+
+// ---- Inputs every rank can generate for every rank --------------------------------------------
+
+/// A value of type T from 64 random bits: floating-point values spread over many magnitudes and
+/// both signs, so that the order of a sum shows in the last bits.
+template <class T>
+T value_of(std::uint64_t bits) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        const double mantissa = static_cast<double>(bits >> 11U) / 9007199254740992.0; // [0, 1)
+        const int exponent = static_cast<int>((bits >> 3U) % 17) - 8;
+        const double sign = (bits & 1U) != 0 ? -1.0 : 1.0;
+        return static_cast<T>(sign * std::ldexp(0.5 + mantissa, exponent));
+    } else if constexpr (std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>) {
+        // Large values too, so that sums wrap around.
+        return static_cast<T>(bits);
+    } else {
+        using R = typename T::value_type;
+        return T(value_of<R>(bits), value_of<R>(mix(bits)));
+    }
+}
+
+template <class T>
+std::vector<T> input_of(int rank, std::size_t count, std::uint64_t seed) {
+    std::vector<T> v(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        v[i] = value_of<T>(pmr_test::seed_of({seed, static_cast<std::uint64_t>(rank), i}));
+    }
+    return v;
+}
+
+// ---- Reference reductions, written independently of the library --------------------------------
+
+template <class T>
+T apply(pmr::ReduceOp op, T lower, T upper) {
+    if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        if (op == pmr::ReduceOp::sum) {
+            return static_cast<T>(static_cast<U>(lower) + static_cast<U>(upper));
+        }
+    } else {
+        if (op == pmr::ReduceOp::sum) {
+            return lower + upper;
+        }
+    }
+    if constexpr (std::is_arithmetic_v<T>) {
+        if (op == pmr::ReduceOp::max) {
+            return upper > lower ? upper : lower;
+        }
+        return upper < lower ? upper : lower;
+    } else {
+        return lower; // not reached: complex max/min are refused
+    }
+}
+
+/// x_0 op x_1 op ... op x_{p-1}, left to right.
+template <class T>
+T fold_by_rank(const std::vector<std::vector<T>>& x, std::size_t i, pmr::ReduceOp op) {
+    T acc = x[0][i];
+    for (std::size_t r = 1; r < x.size(); ++r) {
+        acc = apply(op, acc, x[r][i]);
+    }
+    return acc;
+}
+
+/// The tree of recursive doubling: pairs (2i, 2i+1) of the first 2 (p - 2^k) ranks first, then
+/// halves combined lower with upper.
+template <class T>
+T fold_by_tree(const std::vector<std::vector<T>>& x, std::size_t i, pmr::ReduceOp op) {
+    const std::size_t p = x.size();
+    std::size_t pow2 = 1;
+    while (pow2 * 2 <= p) {
+        pow2 *= 2;
+    }
+    const std::size_t extra = p - pow2;
+    std::vector<T> level;
+    for (std::size_t r = 0; r < p;) {
+        if (r < 2 * extra) {
+            level.push_back(apply(op, x[r][i], x[r + 1][i]));
+            r += 2;
+        } else {
+            level.push_back(x[r][i]);
+            ++r;
+        }
+    }
+    while (level.size() > 1) {
+        std::vector<T> next;
+        for (std::size_t k = 0; k < level.size(); k += 2) {
+            next.push_back(apply(op, level[k], level[k + 1]));
+        }
+        level.swap(next);
+    }
+    return level[0];
+}
+
+/// The chain of the ring: chunk c (of p nearly equal chunks, larger ones first) is combined
+/// x_c op x_{c+1} op ... op x_{c-1}.
+template <class T>
+T fold_by_ring(const std::vector<std::vector<T>>& x, std::size_t i, std::size_t count,
+               pmr::ReduceOp op) {
+    const std::size_t p = x.size();
+    const std::size_t base = count / p;
+    const std::size_t larger = count % p;
+    std::size_t chunk = 0;
+    while (chunk + 1 < p && i >= (chunk + 1) * base + std::min(chunk + 1, larger)) {
+        ++chunk;
+    }
+    T acc = x[chunk][i];
+    for (std::size_t s = 1; s < p; ++s) {
+        acc = apply(op, acc, x[(chunk + s) % p][i]);
+    }
+    return acc;
+}
+
+template <class T>
+std::vector<T> reference(const std::vector<std::vector<T>>& x, std::size_t count, pmr::ReduceOp op,
+                         pmr::AllreduceAlgorithm algorithm, pmr::ReductionOrder order) {
+    std::vector<T> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        if (order == pmr::ReductionOrder::rank || x.size() == 1) {
+            out[i] = fold_by_rank(x, i, op);
+        } else if (algorithm == pmr::AllreduceAlgorithm::ring) {
+            out[i] = fold_by_ring(x, i, count, op);
+        } else {
+            out[i] = fold_by_tree(x, i, op);
+        }
+    }
+    return out;
+}
+
+// ---- One configuration -------------------------------------------------------------------------
+
+enum class Buffers { owned, in_place, separate };
+
+const char* to_string(Buffers buffers) {
+    switch (buffers) {
+    case Buffers::owned:
+        return "library-owned";
+    case Buffers::in_place:
+        return "user, in place";
+    case Buffers::separate:
+        return "user, separate";
+    }
+    return "?";
+}
+
+template <class T>
+bool same_bits(const T* a, const T* b, std::size_t count) {
+    // Bitwise equality is the point (the element types have no padding).
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
+    return count == 0 || std::memcmp(a, b, count * sizeof(T)) == 0;
+}
+
+/// Index of the first element that differs bitwise, or count.
+template <class T>
+std::size_t first_difference(const T* a, const T* b, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
+        if (std::memcmp(a + i, b + i, sizeof(T)) != 0) {
+            return i;
+        }
+    }
+    return count;
+}
+
+template <class T>
+void check_allreduce(const pmr::Communicator& comm, std::size_t count, pmr::ReduceOp op,
+                     pmr::AllreduceOptions options, Buffers buffers,
+                     pmr_test::Completion completion, int rounds = 3) {
+    const int rank = comm.rank();
+    const int size = comm.size();
+    std::vector<T> user_in(count);
+    std::vector<T> user_out(count);
+    pmr::Allreduce<T> reduce;
+    switch (buffers) {
+    case Buffers::owned:
+        reduce = pmr::Allreduce<T>(comm, count, op, options);
+        break;
+    case Buffers::in_place:
+        reduce = pmr::Allreduce<T>(comm, user_out.data(), count, op, options);
+        break;
+    case Buffers::separate:
+        reduce = pmr::Allreduce<T>(comm, user_in.data(), user_out.data(), count, op, options);
+        break;
+    }
+    INFO(reduce.describe() << ", " << to_string(buffers) << ", " << to_string(completion));
+    if (options.algorithm != pmr::AllreduceAlgorithm::automatic) {
+        CHECK(reduce.algorithm() == options.algorithm);
+    }
+    for (int round = 0; round < rounds; ++round) {
+        const auto seed = pmr_test::seed_of(
+            {count, static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(op)});
+        std::vector<std::vector<T>> all;
+        all.reserve(static_cast<std::size_t>(size));
+        for (int r = 0; r < size; ++r) {
+            all.push_back(input_of<T>(r, count, seed));
+        }
+        const std::vector<T>& mine = all[static_cast<std::size_t>(rank)];
+        if (buffers == Buffers::separate) {
+            user_in = mine;
+            std::fill(user_out.begin(), user_out.end(), T{});
+        } else {
+            std::copy(mine.begin(), mine.end(), reduce.data());
+        }
+        if (completion == pmr_test::Completion::wait) {
+            reduce();
+        } else {
+            reduce.start();
+            if (buffers == Buffers::separate) {
+                // The input is the caller's again once start() has returned.
+                std::fill(user_in.begin(), user_in.end(), T{});
+            }
+            pmr_test::complete_by_test(reduce);
+        }
+        const auto expected = reference(all, count, op, reduce.algorithm(), reduce.order());
+        const std::size_t differs = first_difference(reduce.data(), expected.data(), count);
+        INFO("round " << round << ", first differing element " << differs << " of " << count);
+        CHECK(differs == count);
+        if (buffers == Buffers::separate && completion == pmr_test::Completion::wait) {
+            CHECK(same_bits(user_in.data(), mine.data(), count)); // the input is left alone
+        }
+    }
+}
+
+constexpr std::array<pmr::AllreduceAlgorithm, 2> algorithms = {
+    pmr::AllreduceAlgorithm::recursive_doubling, pmr::AllreduceAlgorithm::ring};
+constexpr std::array<pmr::ReductionOrder, 2> orders = {pmr::ReductionOrder::algorithm,
+                                                       pmr::ReductionOrder::rank};
+
+template <class T>
+void check_type(const pmr::Communicator& comm, const std::vector<pmr::ReduceOp>& ops) {
+    int variant = 0;
+    for (auto op : ops) {
+        for (auto algorithm : algorithms) {
+            for (auto order : orders) {
+                for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+                    const auto buffers = static_cast<Buffers>(variant % 3);
+                    const auto completion =
+                        variant % 2 == 0 ? pmr_test::Completion::wait : pmr_test::Completion::test;
+                    ++variant;
+                    check_allreduce<T>(comm, count, op, {algorithm, order}, buffers, completion);
+                }
+            }
+        }
+    }
+}
+
+std::vector<pmr::ReduceOp> real_ops() {
+    return {pmr::ReduceOp::sum, pmr::ReduceOp::max, pmr::ReduceOp::min};
+}
+
+} // namespace
+
+TEST_CASE("allreduce: every type and operation, bitwise against the reference", "[allreduce]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    SECTION("float") {
+        check_type<float>(comm, real_ops());
+    }
+    SECTION("double") {
+        check_type<double>(comm, real_ops());
+    }
+    SECTION("int32_t") {
+        check_type<std::int32_t>(comm, real_ops());
+    }
+    SECTION("int64_t") {
+        check_type<std::int64_t>(comm, real_ops());
+    }
+    SECTION("complex<float>") {
+        check_type<std::complex<float>>(comm, {pmr::ReduceOp::sum});
+    }
+    SECTION("complex<double>") {
+        check_type<std::complex<double>>(comm, {pmr::ReduceOp::sum});
+    }
+}
+
+TEST_CASE("allreduce: sizes from 0 to beyond the ring threshold", "[allreduce]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const std::size_t large = 20000; // 160 KB of doubles: above the ring threshold
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5},
+          std::size_t{8}, std::size_t{13}, std::size_t{4099}, large}) {
+        for (auto algorithm : algorithms) {
+            for (auto order : orders) {
+                check_allreduce<double>(comm, count, pmr::ReduceOp::sum, {algorithm, order},
+                                        Buffers::separate, pmr_test::Completion::wait, 2);
+            }
+        }
+        check_allreduce<double>(comm, count, pmr::ReduceOp::sum, {}, Buffers::owned,
+                                pmr_test::Completion::test, 2);
+    }
+}
+
+TEST_CASE("allreduce: the automatic choice", "[allreduce]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Allreduce<double> small(comm, 1, pmr::ReduceOp::sum);
+    pmr::Allreduce<double> large(comm, 1 << 17, pmr::ReduceOp::sum);
+    if (pmr_test::environment("PMR_ALLREDUCE_ALGORITHM")) {
+        return; // the variant with the environment checks it
+    }
+    CHECK(small.algorithm() == pmr::AllreduceAlgorithm::recursive_doubling);
+    CHECK(large.algorithm() == (comm.size() > 2 ? pmr::AllreduceAlgorithm::ring
+                                                : pmr::AllreduceAlgorithm::recursive_doubling));
+    CHECK(small.order() == pmr::ReductionOrder::algorithm);
+}
+
+TEST_CASE("allreduce: the rank order gives one result whatever the algorithm", "[allreduce]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const std::size_t count = 5000;
+    const auto x = input_of<double>(comm.rank(), count, 99);
+    std::vector<std::vector<double>> results;
+    for (auto algorithm : algorithms) {
+        pmr::Allreduce<double> reduce(comm, count, pmr::ReduceOp::sum,
+                                      {algorithm, pmr::ReductionOrder::rank});
+        std::copy(x.begin(), x.end(), reduce.data());
+        reduce();
+        results.emplace_back(reduce.data(), reduce.data() + count);
+    }
+    CHECK(same_bits(results[0].data(), results[1].data(), count));
+}
+
+TEST_CASE("allreduce: 100 runs of a sum of 10^5 doubles give one bit pattern on every rank",
+          "[allreduce][reproducible]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const std::size_t count = 100000;
+    const auto x = input_of<double>(comm.rank(), count, 4242);
+    for (auto algorithm : algorithms) {
+        std::vector<double> in(count);
+        std::vector<double> out(count);
+        pmr::Allreduce<double> big(comm, in.data(), out.data(), count, pmr::ReduceOp::sum,
+                                   {algorithm});
+        INFO(big.describe());
+        std::vector<double> first;
+        for (int run = 0; run < 100; ++run) {
+            in = x;
+            big();
+            if (run == 0) {
+                first = out;
+            } else if (!same_bits(first.data(), out.data(), count)) {
+                FAIL_CHECK("run " << run << " differs from run 0");
+                break;
+            }
+        }
+        // Every rank the same: compare a hash of the bits with every other rank's.
+        unsigned long long hash = 0;
+        for (double v : first) {
+            std::uint64_t bits = 0;
+            std::memcpy(&bits, &v, sizeof bits);
+            hash = mix(hash ^ bits);
+        }
+        std::vector<unsigned long long> hashes(static_cast<std::size_t>(comm.size()));
+        MPI_Allgather(&hash, 1, MPI_UNSIGNED_LONG_LONG, hashes.data(), 1, MPI_UNSIGNED_LONG_LONG,
+                      MPI_COMM_WORLD);
+        for (auto h : hashes) {
+            CHECK(h == hash);
+        }
+    }
+}
+
+TEST_CASE("allreduce: errors are clear exceptions on every rank, never hangs",
+          "[allreduce][errors]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const int rank = comm.rank();
+    if (comm.size() > 1) {
+        const std::string counts = message_of<pmr::ArgumentError>(
+            [&] { pmr::Allreduce<double> bad(comm, rank == 0 ? 4 : 5, pmr::ReduceOp::sum); });
+        CHECK_THAT(counts, Catch::Contains("count") && Catch::Contains("rank 0 has 4") &&
+                               Catch::Contains("has 5"));
+        const std::string ops = message_of<pmr::ArgumentError>([&] {
+            pmr::Allreduce<double> bad(comm, 4,
+                                       rank == 0 ? pmr::ReduceOp::max : pmr::ReduceOp::sum);
+        });
+        CHECK_THAT(ops, Catch::Contains("operation"));
+        const std::string roots = message_of<pmr::ArgumentError>(
+            [&] { pmr::Broadcast<int> bad(comm, 4, rank == 0 ? 0 : 1); });
+        CHECK_THAT(roots, Catch::Contains("root"));
+    }
+    // The type is part of the agreement too: a float and a double allreduce of the same count.
+    if (comm.size() > 1) {
+        const std::string types = message_of<pmr::ArgumentError>([&] {
+            if (rank == 0) {
+                pmr::Allreduce<float> bad(comm, 4, pmr::ReduceOp::sum);
+            } else {
+                pmr::Allreduce<double> bad(comm, 4, pmr::ReduceOp::sum);
+            }
+        });
+        CHECK_THAT(types, Catch::Contains("element type"));
+    }
+    CHECK_THAT(message_of<pmr::ArgumentError>(
+                   [&] { pmr::Allreduce<std::complex<double>> bad(comm, 4, pmr::ReduceOp::max); }),
+               Catch::Contains("max is not defined for complex<double>"));
+    CHECK_THAT(message_of<pmr::ArgumentError>([&] {
+                   pmr::Allreduce<double> bad(comm, 4, pmr::ReduceOp::sum,
+                                              {pmr::AllreduceAlgorithm::trinaryx3});
+               }),
+               Catch::Contains("tofu"));
+    CHECK_THAT(message_of<pmr::ArgumentError>([&] { pmr::Broadcast<int> bad(comm, 4, -1); }),
+               Catch::Contains("root -1"));
+
+    pmr::Allreduce<double> reduce(comm, 4, pmr::ReduceOp::sum);
+    CHECK_THROWS_AS(reduce.wait(), pmr::UsageError);
+    reduce.start();
+    CHECK_THROWS_AS(reduce.start(), pmr::UsageError);
+    reduce.wait();
+    CHECK_FALSE(reduce.active());
+    pmr::Allreduce<double> empty;
+    CHECK_FALSE(empty);
+    CHECK_THROWS_AS(empty.start(), pmr::UsageError);
+    // Still usable after the misuse.
+    reduce[0] = 1.0;
+    reduce();
+    CHECK(reduce[0] == static_cast<double>(comm.size()));
+}
+
+TEST_CASE("allreduce: a bad PMR_ALLREDUCE_ALGORITHM is an ArgumentError on every rank",
+          "[.][bad-env]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    CHECK_THAT(message_of<pmr::ArgumentError>(
+                   [&] { pmr::Allreduce<double> bad(comm, 4, pmr::ReduceOp::sum); }),
+               Catch::Contains("PMR_ALLREDUCE_ALGORITHM"));
+}
+
+TEST_CASE("allreduce: PMR_ALLREDUCE_ALGORITHM overrides the automatic choice", "[.][env]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Allreduce<double> reduce(comm, 3, pmr::ReduceOp::sum);
+    CHECK(reduce.algorithm() == pmr::AllreduceAlgorithm::ring);
+    check_allreduce<double>(comm, 3, pmr::ReduceOp::sum, {}, Buffers::owned,
+                            pmr_test::Completion::wait);
+    check_allreduce<float>(comm, 100, pmr::ReduceOp::sum, {}, Buffers::owned,
+                           pmr_test::Completion::wait);
+}
+
+TEST_CASE("allreduce: a rank that never starts is a Timeout naming the collective",
+          "[.][timeout]") {
+    // Run with PMR_TIMEOUT=2 on 2 ranks.
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Allreduce<double> reduce(comm, 4, pmr::ReduceOp::sum);
+    if (comm.rank() == 0) {
+        reduce.start();
+        CHECK_THAT(message_of<pmr::Timeout>([&] { reduce.wait(); }),
+                   Catch::Contains("PMR_TIMEOUT") && Catch::Contains("While running: allreduce"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("barrier: no rank leaves before every rank has entered", "[barrier]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Barrier barrier(comm);
+    using Clock = std::chrono::steady_clock; // one clock for every process of the node
+    for (int round = 0; round < 5; ++round) {
+        // A different rank comes late each round.
+        if (comm.rank() == round % comm.size()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        }
+        const auto enter = Clock::now().time_since_epoch().count();
+        if (round % 2 == 0) {
+            barrier();
+        } else {
+            barrier.start();
+            pmr_test::complete_by_test(barrier);
+        }
+        const auto leave = Clock::now().time_since_epoch().count();
+        std::vector<long long> enters(static_cast<std::size_t>(comm.size()));
+        std::vector<long long> leaves(enters.size());
+        const long long e = enter;
+        const long long l = leave;
+        MPI_Allgather(&e, 1, MPI_LONG_LONG, enters.data(), 1, MPI_LONG_LONG, MPI_COMM_WORLD);
+        MPI_Allgather(&l, 1, MPI_LONG_LONG, leaves.data(), 1, MPI_LONG_LONG, MPI_COMM_WORLD);
+        INFO("round " << round);
+        CHECK(*std::max_element(enters.begin(), enters.end()) <=
+              *std::min_element(leaves.begin(), leaves.end()));
+    }
+}
+
+TEST_CASE("broadcast: from every root, every size", "[broadcast]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    for (int root = 0; root < comm.size(); ++root) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000},
+                                  std::size_t{70000}}) {
+            std::vector<std::int64_t> user(count);
+            const bool owned = (root + count) % 2 == 0;
+            pmr::Broadcast<std::int64_t> bcast =
+                owned ? pmr::Broadcast<std::int64_t>(comm, count, root)
+                      : pmr::Broadcast<std::int64_t>(comm, user.data(), count, root);
+            INFO(bcast.describe());
+            for (int round = 0; round < 2; ++round) {
+                const auto expected = input_of<std::int64_t>(root, count, 7 + round);
+                if (comm.rank() == root) {
+                    std::copy(expected.begin(), expected.end(), bcast.data());
+                } else {
+                    std::fill(bcast.data(), bcast.data() + count, -1);
+                }
+                bcast();
+                CHECK(same_bits(bcast.data(), expected.data(), count));
+            }
+        }
+    }
+}
+
+TEST_CASE("allgather: every rank's contribution in rank order", "[allgather]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const auto size = static_cast<std::size_t>(comm.size());
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4000}, std::size_t{40000}}) {
+        for (bool owned : {true, false}) {
+            std::vector<float> in(count);
+            std::vector<float> out(count * size);
+            pmr::Allgather<float> gather =
+                owned ? pmr::Allgather<float>(comm, count)
+                      : pmr::Allgather<float>(comm, in.data(), out.data(), count);
+            INFO(gather.describe() << (owned ? ", library-owned" : ", user buffers"));
+            for (int round = 0; round < 2; ++round) {
+                const auto mine = input_of<float>(comm.rank(), count, 11 + round);
+                std::copy(mine.begin(), mine.end(), owned ? gather.input() : in.data());
+                gather();
+                for (std::size_t r = 0; r < size; ++r) {
+                    const auto expected = input_of<float>(static_cast<int>(r), count, 11 + round);
+                    INFO("slot of rank " << r);
+                    CHECK(same_bits(gather.data() + r * count, expected.data(), count));
+                }
+            }
+        }
+    }
+}
