@@ -6,8 +6,11 @@
 
 #include "providers/tofu/emulated/model.hpp"
 #include "providers/tofu/emulated/node.hpp"
+#include "providers/tofu/process.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <pmr/pmr.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -338,5 +341,52 @@ TEST_CASE("the timing model serialises TNIs and caps injection", "[tofu][model]"
         CHECK(model("k").tnis == 4);
         CHECK(model("fugaku").tnis == 6);
         CHECK_THROWS_AS(tofu::model_preset("bluegene"), pmr::ArgumentError);
+    }
+}
+
+TEST_CASE("over the provider, no round completes before the model says", "[provider]") {
+    if (pmr_test::world_size() != 2) {
+        return; // registered on two ranks with the model on (tests/CMakeLists.txt)
+    }
+    const tofu::ModelParameters& p = tofu::tofu_settings().model;
+    REQUIRE(p.enabled);
+    const int rank = pmr_test::world_rank();
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, 1 - rank, 7, 7), pmr::Provider::tofu);
+    const std::size_t bytes = 65536;
+    pmr::SendWindow<unsigned char> send(c, bytes);
+    pmr::RecvWindow<unsigned char> recv(c, bytes);
+    const double one_way = tofu::TimingModel(p).lone_put_seconds(bytes, 1);
+    INFO("modelled one-way time " << one_way * 1e3 << " ms");
+    for (int round = 1; round <= 3; ++round) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto start = std::chrono::steady_clock::now();
+        recv.init();
+        if (rank == 0) {
+            send.init();
+            fill_pattern(send.data(), bytes, pmr_test::seed_of({1, std::uint64_t(round)}));
+            send.post();
+            send.wait();
+            recv.post();
+            recv.wait();
+        } else {
+            recv.post();
+            recv.wait();
+        }
+        const double arrived =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        CHECK(check_pattern(recv.data(), 0, bytes,
+                            pmr_test::seed_of({std::uint64_t(2 - rank), std::uint64_t(round)}),
+                            "round " + std::to_string(round)));
+        if (rank == 1) {
+            // The ping cannot have arrived before its modelled one-way time (less the skew of
+            // leaving the barrier, well below a millisecond).
+            CHECK(arrived >= one_way - 1e-3);
+            send.init();
+            fill_pattern(send.data(), bytes, pmr_test::seed_of({2, std::uint64_t(round)}));
+            send.post();
+            send.wait();
+        } else {
+            CHECK(arrived >= 2 * one_way); // ping and pong
+        }
     }
 }
