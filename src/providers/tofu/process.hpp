@@ -32,6 +32,7 @@ struct TofuSettings {
     /// PMR_TOFU_DEVICES / PMR_DEVICES (tni0, tni3, ...): the TNIs of rails 0, 1, ... of every
     /// connection; empty: rails start at a TNI that rotates over connections.
     std::vector<std::size_t> devices;
+    /// PMR_TOFU_QUEUE_DEPTH: commands per TNI queue whose completion was not polled (default 64).
     std::size_t queue_depth = 64;
 };
 

@@ -123,7 +123,7 @@ PutTimes TimingModel::schedule(std::size_t tni, std::size_t bytes, int hops, std
     }
     std::int64_t& free = tni_free_.at(tni);
     t.start = std::max(now, free);
-    const double b = static_cast<double>(bytes);
+    const auto b = static_cast<double>(bytes);
     const std::int64_t on_link = t.start + scaled_ns(b / parameters_.link_bandwidth);
     injection_free_ =
         std::max(t.start, injection_free_) + scaled_ns(b / parameters_.injection_bandwidth);
@@ -138,7 +138,7 @@ double TimingModel::lone_put_seconds(std::size_t bytes, int hops) const noexcept
     if (!parameters_.enabled) {
         return 0.0;
     }
-    const double b = static_cast<double>(bytes);
+    const auto b = static_cast<double>(bytes);
     const double wire =
         std::max(b / parameters_.link_bandwidth, b / parameters_.injection_bandwidth);
     const int extra_hops = hops > 1 ? hops - 1 : 0;

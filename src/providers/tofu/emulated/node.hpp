@@ -120,7 +120,9 @@ public:
     ~RegisteredRegion();
 
     Stadd stadd() const noexcept { return key_.stadd; }
-    std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(key_.address); }
+    std::byte* data() const noexcept {
+        return reinterpret_cast<std::byte*>(key_.address); // NOLINT(performance-no-int-to-ptr)
+    }
     std::size_t size() const noexcept { return static_cast<std::size_t>(key_.bytes); }
     const RegionKey& key() const noexcept { return key_; }
 
