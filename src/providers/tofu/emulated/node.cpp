@@ -294,6 +294,7 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
     c.node = node;
     c.target_tni = target_tni;
     c.region = target.key();
+    c.mapping = target.mapping();
     c.mapped = target.mapped();
     c.offset = static_cast<std::uint64_t>(offset);
     c.bytes = bytes;
@@ -338,6 +339,7 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
     c.is_get = true;
     c.node = node;
     c.region = source.key();
+    c.mapping = source.mapping();
     c.mapped = source.mapped();
     c.offset = static_cast<std::uint64_t>(offset);
     c.destination = static_cast<std::byte*>(destination);

@@ -19,7 +19,9 @@
 // What is not: the physical medium is shared memory between processes of one machine (memory
 // files, and cross-memory attach for memory that is not one); a command moves only while its
 // process calls into its queue (put, poll, progress) since no hardware works in the background;
-// local completion is reported when the data has landed, not one latency earlier; sources need no
+// local completion is reported when the data has landed, not one latency earlier (a put whose
+// source travels in the command could complete at once, but then a process that stops calling
+// into its queues after its wait would never deliver it); sources need no
 // registration; a put to a region that was deregistered is not detected; no barrier interface,
 // no atomic operations, no cache injection, no hardware routing (hops come from the caller).
 #pragma once
@@ -142,6 +144,8 @@ public:
 
     const RegionKey& key() const noexcept { return key_; }
     std::byte* mapped() const noexcept { return mapping_ ? mapping_->data() : nullptr; }
+    /// The mapping behind mapped(), which commands keep alive until they have executed.
+    const std::shared_ptr<SharedMapping>& mapping() const noexcept { return mapping_; }
     /// Offset of `stadd` in the region if [stadd, stadd + bytes) lies inside, else -1.
     std::int64_t offset_of(Stadd stadd, std::size_t bytes) const noexcept;
 
@@ -204,7 +208,8 @@ private:
         std::shared_ptr<RemoteNode> node;
         std::size_t target_tni = 0;
         RegionKey region;
-        std::byte* mapped = nullptr; ///< target (or get source) mapped here, else CMA
+        std::shared_ptr<SharedMapping> mapping; ///< target (or get source) mapped here, else CMA
+        std::byte* mapped = nullptr;
         std::uint64_t offset = 0;
         const std::byte* source = nullptr;
         std::byte* destination = nullptr; ///< get
