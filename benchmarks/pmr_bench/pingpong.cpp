@@ -12,6 +12,8 @@
 #include "mpi_check.hpp"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace pmr_bench {
 namespace {
@@ -32,14 +34,19 @@ constexpr int pong_channel = 1;
 
 class PmrPingPong final : public Variant {
 public:
-    PmrPingPong(const Context& context, Endpoint endpoint, bool owned, int tag)
+    PmrPingPong(const Context& context, Endpoint endpoint, bool owned, int tag, std::size_t rails)
         : Variant(owned ? "pmr-owned" : "pmr-user", Family::pmr,
                   owned ? "pmr windows in library-owned memory"
                         : "pmr windows over user buffers (ordinary heap memory)"),
-          endpoint_(endpoint), owned_(owned) {
+          endpoint_(endpoint), owned_(owned), rails_(rails) {
         if (endpoint.role != Role::idle) {
             connection_.emplace(
                 context.connect(pmr::Target(context.world, endpoint.peer, tag, tag)));
+            if (rails_ > connection_->rails()) {
+                throw UsageError("--rails " + std::to_string(rails_) + ": the connection has " +
+                                 std::to_string(connection_->rails()) + " rail(s) (provider " +
+                                 std::string(pmr::to_string(connection_->provider())) + ")");
+            }
         }
     }
 
@@ -47,6 +54,15 @@ public:
         bytes_ = bytes;
         if (!connection_) {
             return;
+        }
+        // --rails N: N equal pieces (cache-line multiples, the last takes the rest), one per rail.
+        ranges_.clear();
+        std::size_t offset = 0;
+        for (std::size_t rail = 0; rail < rails_; ++rail) {
+            const std::size_t piece =
+                rail + 1 == rails_ ? bytes - offset : bytes / rails_ / 64 * 64;
+            ranges_.push_back({offset, piece, rail});
+            offset += piece;
         }
         if (owned_) {
             send_.emplace(*connection_, bytes);
@@ -66,7 +82,7 @@ public:
                 recv_->init();
                 send_->init();
                 fill_if_verifying(ping_channel);
-                send_->post();
+                post_send();
                 recv_->post();
                 send_->wait();
                 recv_->wait();
@@ -79,7 +95,7 @@ public:
                 check_if_verifying(ping_channel, "ping at the partner");
                 send_->init();
                 fill_if_verifying(pong_channel);
-                send_->post();
+                post_send();
                 send_->wait();
                 break;
             case Role::loopback:
@@ -87,7 +103,7 @@ public:
                     recv_->init();
                     send_->init();
                     fill_if_verifying(channel);
-                    send_->post();
+                    post_send();
                     recv_->post();
                     send_->wait();
                     recv_->wait();
@@ -115,6 +131,13 @@ public:
     }
 
 private:
+    void post_send() {
+        if (rails_ > 1) {
+            send_->post(ranges_.data(), ranges_.size());
+        } else {
+            send_->post();
+        }
+    }
     void fill_if_verifying(int channel) {
         if (verifying()) {
             fill(send_->data(), bytes_, endpoint_.rank, channel);
@@ -128,6 +151,8 @@ private:
 
     Endpoint endpoint_;
     bool owned_;
+    std::size_t rails_;
+    std::vector<pmr::RailRange> ranges_;
     std::size_t bytes_ = 0;
     std::optional<pmr::Connection> connection_;
     AlignedBuffer send_buffer_;
@@ -338,11 +363,18 @@ public:
                                  endpoint_.role != Role::responder)) {
             pair_ += " (other ranks idle)";
         }
+        const long rails = options.integer("rails");
+        if (rails < 1) {
+            throw UsageError("--rails must be at least 1");
+        }
+        pair_ += rails > 1 ? ", pmr messages split over " + std::to_string(rails) + " rails" : "";
         if (context.wants("pmr-owned")) {
-            add(std::make_unique<PmrPingPong>(context, endpoint_, true, 0));
+            add(std::make_unique<PmrPingPong>(context, endpoint_, true, 0,
+                                              static_cast<std::size_t>(rails)));
         }
         if (context.wants("pmr-user")) {
-            add(std::make_unique<PmrPingPong>(context, endpoint_, false, 1));
+            add(std::make_unique<PmrPingPong>(context, endpoint_, false, 1,
+                                              static_cast<std::size_t>(rails)));
         }
         for (MpiStyle style : {MpiStyle::persistent, MpiStyle::isend, MpiStyle::send}) {
             auto variant = std::make_unique<MpiPingPong>(context, endpoint_, style);
@@ -368,6 +400,9 @@ private:
 
 void declare(Options& options) {
     options.declare("partner", Arity::one, "RANK", "rank that answers rank 0's pings", {"1"});
+    options.declare("rails", Arity::one, "N",
+                    "split each pmr message into N pieces over rails 0..N-1 with post(ranges)",
+                    {"1"});
 }
 
 std::unique_ptr<Benchmark> create(const Options& options, const Context& context) {

@@ -18,7 +18,8 @@ namespace pmr {
 /// The enumerators are generated from the provider list of the build system (pmr/config.hpp):
 /// `null` (the peer is MPI_PROC_NULL: every operation is a no-op), `self` (the own process: one
 /// memcpy), `shm` (a peer on the same node: shared memory and cross-memory attach), `ucx` (UCX
-/// one-sided puts over any network UCX supports), and the providers added after them. Every
+/// one-sided puts over any network UCX supports), `tofu` (an emulated Tofu interconnect between
+/// processes of one machine, with a timing model), and the providers added after them. Every
 /// enumerator exists in every build; is_compiled() tells which ones this build contains.
 enum class Provider : unsigned char {
 #define PMR_PROVIDER_ENUMERATOR(name) name,

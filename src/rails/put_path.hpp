@@ -579,6 +579,8 @@ public:
             try {
                 if (!sender_closed()) {
                     answered = revoke_put(round_ > 0 && !arrived());
+                } else {
+                    release_sender_cell();
                 }
                 finish_credit();
             } catch (const std::exception&) {
@@ -728,6 +730,17 @@ private:
                 break;
             }
         }
+    }
+
+    // A sender that closed first kept its credit cell for credits of this side that might still
+    // be on their way (Registry::retire); this notice, behind them, lets it reuse the cell.
+    void release_sender_cell() {
+        T::fence(*connection_, 0, at());
+        Notice notice;
+        notice.target = sender_id_;
+        notice.from = id_;
+        notice.kind = NoticeKind::receiver_closed;
+        T::notify(*connection_, 0, notice, false, at());
     }
 
     // The put path: tell the sender; while a credit is out it may be putting into this memory,

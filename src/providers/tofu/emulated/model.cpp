@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+#include "providers/tofu/emulated/model.hpp"
+
+#include "base/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+namespace pmr::detail::tofu {
+namespace {
+
+const char* variable(const char* name) {
+    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read at set-up
+    return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+// A positive number from `name`, scaled by `unit`, or `fallback`.
+double positive(const char* name, double fallback, double unit, const char* example) {
+    const char* text = variable(name);
+    if (text == nullptr) {
+        return fallback;
+    }
+    char* end = nullptr;
+    const double value = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
+        raise<ArgumentError>(std::string("environment variable ") + name + "='" + text +
+                                 "' is not a positive number",
+                             "tofu timing model",
+                             std::string("Unset it or give e.g. ") + name + "=" + example + ".");
+    }
+    return value * unit;
+}
+
+} // namespace
+
+ModelParameters model_preset(const std::string& name) {
+    ModelParameters p;
+    p.name = name;
+    if (name == "off") {
+        p.enabled = false;
+        p.tnis = 4;
+        return p;
+    }
+    p.enabled = true;
+    if (name == "k") {
+        // Tofu of the K computer, Shida, Sumimoto, Uno, "MPI library and low-level communication
+        // on the K computer" (seed 000), section 6.1: 4 TNIs per node; 4.76 GB/s per link for a
+        // 16 MB message at the Tofu-library level (links are 5 GB/s raw); 0.91 us hardware
+        // latency of an 8-byte put to a neighbour (0.92 us at the library level); 15.03 GB/s
+        // over 4 TNIs, limited by the CPU-side interface (Figure 2).
+        p.tnis = 4;
+        p.link_bandwidth = 4.76e9;
+        p.put_latency = 0.91e-6;
+        p.injection_bandwidth = 15.03e9;
+        // Not in the seeds: an assumed 100 ns per additional hop (router and cable); override
+        // with PMR_TOFU_HOP_LATENCY_US.
+        p.hop_latency = 0.1e-6;
+        return p;
+    }
+    if (name == "fugaku") {
+        // Tofu-D of Fugaku, Ajima et al., "The Tofu Interconnect D", IEEE Cluster 2018: 6 TNIs
+        // per node; 6.8 GB/s per link (28 Gbps x 2 lanes); 0.49 us one-way 8-byte put latency;
+        // 38.1 GB/s injection per node.
+        p.tnis = 6;
+        p.link_bandwidth = 6.8e9;
+        p.put_latency = 0.49e-6;
+        p.injection_bandwidth = 38.1e9;
+        // Not in the seeds: assumed as for "k".
+        p.hop_latency = 0.1e-6;
+        return p;
+    }
+    raise<ArgumentError>("unknown Tofu timing model '" + name + "'", "tofu timing model",
+                         "Set PMR_TOFU_MODEL to off, k or fugaku.");
+}
+
+ModelParameters read_model_parameters() {
+    const char* name = variable("PMR_TOFU_MODEL");
+    ModelParameters p = model_preset(name != nullptr ? name : "fugaku");
+    if (const char* tnis = variable("PMR_TOFU_TNIS")) {
+        char* end = nullptr;
+        const long n = std::strtol(tnis, &end, 10);
+        if (end == tnis || *end != '\0' || n < 1 || n > 16) {
+            raise<ArgumentError>(std::string("environment variable PMR_TOFU_TNIS='") + tnis +
+                                     "' is not a TNI count from 1 to 16",
+                                 "tofu node", "Give e.g. PMR_TOFU_TNIS=4 (K computer) or 6.");
+        }
+        p.tnis = static_cast<std::size_t>(n);
+    }
+    p.link_bandwidth = positive("PMR_TOFU_LINK_GBS", p.link_bandwidth, 1e9, "4.76");
+    p.put_latency = positive("PMR_TOFU_LATENCY_US", p.put_latency, 1e-6, "0.91");
+    p.hop_latency = positive("PMR_TOFU_HOP_LATENCY_US", p.hop_latency, 1e-6, "0.1");
+    p.injection_bandwidth = positive("PMR_TOFU_INJECTION_GBS", p.injection_bandwidth, 1e9, "15");
+    p.time_scale = positive("PMR_TOFU_TIME_SCALE", p.time_scale, 1.0, "10");
+    if (p.enabled && (p.link_bandwidth <= 0 || p.injection_bandwidth <= 0)) {
+        raise<ArgumentError>("the Tofu timing model needs a link and an injection bandwidth",
+                             "tofu timing model",
+                             "Set PMR_TOFU_LINK_GBS and PMR_TOFU_INJECTION_GBS.");
+    }
+    return p;
+}
+
+std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+TimingModel::TimingModel(ModelParameters parameters)
+    : parameters_(std::move(parameters)), tni_free_(parameters_.tnis, 0) {}
+
+std::int64_t TimingModel::scaled_ns(double seconds) const noexcept {
+    return static_cast<std::int64_t>(std::llround(seconds * parameters_.time_scale * 1e9));
+}
+
+PutTimes TimingModel::schedule(std::size_t tni, std::size_t bytes, int hops, std::int64_t now) {
+    PutTimes t;
+    if (!parameters_.enabled) {
+        t.start = t.done = t.land = now;
+        return t;
+    }
+    std::int64_t& free = tni_free_.at(tni);
+    t.start = std::max(now, free);
+    const auto b = static_cast<double>(bytes);
+    const std::int64_t on_link = t.start + scaled_ns(b / parameters_.link_bandwidth);
+    injection_free_ =
+        std::max(t.start, injection_free_) + scaled_ns(b / parameters_.injection_bandwidth);
+    t.done = std::max(on_link, injection_free_);
+    free = t.done;
+    const int extra_hops = hops > 1 ? hops - 1 : 0;
+    t.land = t.done + scaled_ns(parameters_.put_latency + extra_hops * parameters_.hop_latency);
+    return t;
+}
+
+double TimingModel::lone_put_seconds(std::size_t bytes, int hops) const noexcept {
+    if (!parameters_.enabled) {
+        return 0.0;
+    }
+    const auto b = static_cast<double>(bytes);
+    const double wire =
+        std::max(b / parameters_.link_bandwidth, b / parameters_.injection_bandwidth);
+    const int extra_hops = hops > 1 ? hops - 1 : 0;
+    return (wire + parameters_.put_latency + extra_hops * parameters_.hop_latency) *
+           parameters_.time_scale;
+}
+
+double TimingModel::streaming_bandwidth(std::size_t tnis) const noexcept {
+    if (!parameters_.enabled) {
+        return 0.0;
+    }
+    return std::min(static_cast<double>(tnis) * parameters_.link_bandwidth,
+                    parameters_.injection_bandwidth) /
+           parameters_.time_scale;
+}
+
+} // namespace pmr::detail::tofu

@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: MIT
+#include "providers/tofu/emulated/node.hpp"
+
+#include "base/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <utility>
+
+namespace pmr::detail::tofu {
+
+// -------------------------------------------------------------------------------------------------
+// The shared segment of a node: a header, then per TNI a notice queue (many producers, the node
+// as the one consumer): a ticket counter producers claim entries with, the consumer's position,
+// and the entries, each published by its sequence word.
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'31ULL; // "pmrtofu1"
+constexpr std::size_t line = 64;
+
+struct alignas(line) NoticeEntry {
+    std::atomic<std::uint64_t> sequence{0}; ///< ticket + 1 once written
+    std::uint64_t source = 0;
+    std::uint64_t stadd = 0;
+    std::uint64_t bytes = 0;
+    std::uint32_t source_tni = 0;
+    std::uint8_t edata = 0;
+    std::uint8_t piggyback_bytes = 0;
+    std::byte piggyback[piggyback_capacity] = {};
+};
+static_assert(sizeof(NoticeEntry) == 2 * line);
+
+struct NoticeQueue {
+    alignas(line) std::atomic<std::uint64_t> tail{0}; ///< next ticket
+    alignas(line) std::atomic<std::uint64_t> head{0}; ///< next entry the node polls
+};
+
+struct SegmentHeader {
+    std::uint64_t magic = segment_magic;
+    std::uint64_t node = 0;
+    std::uint64_t entries = 0;
+    std::uint32_t tnis = 0;
+    std::int32_t pid = 0;
+};
+
+constexpr std::size_t header_bytes = 256;
+
+std::size_t queue_bytes(std::size_t entries) {
+    return sizeof(NoticeQueue) + entries * sizeof(NoticeEntry);
+}
+
+NoticeQueue& notice_queue(std::byte* segment, std::size_t entries, std::size_t tni) {
+    return *reinterpret_cast<NoticeQueue*>(segment + header_bytes + tni * queue_bytes(entries));
+}
+
+NoticeEntry& notice_entry(NoticeQueue& queue, std::size_t entries, std::uint64_t ticket) {
+    auto* first =
+        reinterpret_cast<NoticeEntry*>(reinterpret_cast<std::byte*>(&queue) + sizeof(NoticeQueue));
+    return first[ticket % entries];
+}
+
+std::atomic<std::uint64_t> node_counter{0};
+
+} // namespace
+
+// -------------------------------------------------------------------------------------------------
+// Regions
+// -------------------------------------------------------------------------------------------------
+
+RegisteredRegion::RegisteredRegion(RegisteredRegion&& other) noexcept
+    : node_(std::move(other.node_)), key_(other.key_) {
+    other.key_ = {};
+}
+
+RegisteredRegion& RegisteredRegion::operator=(RegisteredRegion&& other) noexcept {
+    if (this != &other) {
+        if (node_) {
+            node_->deregister(key_.stadd);
+        }
+        node_ = std::move(other.node_);
+        key_ = other.key_;
+        other.key_ = {};
+    }
+    return *this;
+}
+
+RegisteredRegion::~RegisteredRegion() {
+    if (node_) {
+        node_->deregister(key_.stadd);
+    }
+}
+
+RemoteRegion::RemoteRegion(const RegionKey& key, const std::string& where) : key_(key) {
+    if (key.stadd % stadd_alignment != 0 || key.bytes == 0) {
+        raise<ProviderError>("a region key with Stadd " + std::to_string(key.stadd) + " and " +
+                                 std::to_string(key.bytes) + " B",
+                             where, "Are both sides running the same pmr version?");
+    }
+    if (key.fd >= 0) {
+        mapping_ = std::make_shared<SharedMapping>(
+            SharedMapping::open(key.pid, key.fd, key.file_offset, key.bytes, where.c_str()));
+    }
+}
+
+std::int64_t RemoteRegion::offset_of(Stadd stadd, std::size_t bytes) const noexcept {
+    if (stadd < key_.stadd) {
+        return -1;
+    }
+    const std::uint64_t offset = stadd - key_.stadd;
+    if (offset > key_.bytes || bytes > key_.bytes - offset) {
+        return -1;
+    }
+    return static_cast<std::int64_t>(offset);
+}
+
+// -------------------------------------------------------------------------------------------------
+// Nodes
+// -------------------------------------------------------------------------------------------------
+
+std::shared_ptr<Node> Node::create(const NodeOptions& options, const std::string& where) {
+    return std::shared_ptr<Node>(new Node(options, where)); // NOLINT: private constructor
+}
+
+Node::Node(const NodeOptions& options, const std::string& where) : model_(options.model) {
+    const std::size_t tnis = options.model.tnis;
+    const std::size_t entries = std::max<std::size_t>(options.notice_entries, 2);
+    const std::size_t bytes = header_bytes + tnis * queue_bytes(entries);
+    segment_ = SharedMapping::create(bytes, where.c_str());
+    auto* header = new (segment_.data()) SegmentHeader();
+    header->node = (static_cast<std::uint64_t>(getpid()) << 20U) | (node_counter.fetch_add(1) + 1);
+    header->entries = entries;
+    header->tnis = static_cast<std::uint32_t>(tnis);
+    header->pid = static_cast<std::int32_t>(getpid());
+    for (std::size_t t = 0; t < tnis; ++t) {
+        std::byte* q = segment_.data() + header_bytes + t * queue_bytes(entries);
+        auto* queue = new (q) NoticeQueue();
+        for (std::size_t e = 0; e < entries; ++e) {
+            new (&notice_entry(*queue, entries, e)) NoticeEntry();
+        }
+    }
+    address_.node = header->node;
+    address_.segment_bytes = bytes;
+    address_.pid = header->pid;
+    address_.fd = segment_.fd();
+    address_.tnis = header->tnis;
+    for (std::size_t t = 0; t < tnis; ++t) {
+        queues_.push_back(std::make_unique<CommandQueue>(*this, t, options.queue_depth));
+    }
+}
+
+Node::~Node() {
+    for (auto& queue : queues_) {
+        queue->drain();
+    }
+}
+
+RegisteredRegion Node::register_memory(void* address, std::size_t bytes, MemoryLocation location) {
+    if (address == nullptr || bytes == 0) {
+        raise<ArgumentError>("registration of an empty memory range",
+                             "tofu node " + std::to_string(id()));
+    }
+    RegisteredRegion region;
+    region.node_ = shared_from_this();
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    RegionKey& key = region.key_;
+    key.node = id();
+    key.stadd = next_stadd_;
+    key.address = reinterpret_cast<std::uintptr_t>(address);
+    key.bytes = bytes;
+    key.fd = location.fd;
+    key.file_offset = location.offset;
+    key.pid = address_.pid;
+    // Consecutive registrations never share a Stadd range: a put past the end of one region is
+    // caught instead of landing in the next.
+    next_stadd_ +=
+        (bytes + stadd_alignment - 1) / stadd_alignment * stadd_alignment + stadd_alignment;
+    regions_[key.stadd] = key;
+    return region;
+}
+
+void Node::deregister(Stadd stadd) noexcept {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    regions_.erase(stadd);
+}
+
+bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
+    auto* header = reinterpret_cast<SegmentHeader*>(segment_.data());
+    NoticeQueue& queue = notice_queue(segment_.data(), header->entries, tni);
+    const std::uint64_t head = queue.head.load(std::memory_order_relaxed);
+    NoticeEntry& entry = notice_entry(queue, header->entries, head);
+    if (entry.sequence.load(std::memory_order_acquire) != head + 1) {
+        return false;
+    }
+    notice.source = entry.source;
+    notice.source_tni = entry.source_tni;
+    notice.stadd = entry.stadd;
+    notice.bytes = entry.bytes;
+    notice.edata = entry.edata;
+    notice.piggyback_bytes = entry.piggyback_bytes;
+    std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
+    queue.head.store(head + 1, std::memory_order_release);
+    return true;
+}
+
+RemoteNode::RemoteNode(const NodeAddress& address, const std::string& where) : address_(address) {
+    segment_ =
+        SharedMapping::open(address.pid, address.fd, 0, address.segment_bytes, where.c_str());
+    const auto* header = reinterpret_cast<const SegmentHeader*>(segment_.data());
+    if (header->magic != segment_magic || header->node != address.node ||
+        header->tnis != address.tnis || header->entries < 2 ||
+        header_bytes + header->tnis * queue_bytes(header->entries) != address.segment_bytes) {
+        raise<ProviderError>("the memory of Tofu node " + std::to_string(address.node) +
+                                 " is not an emulated node of this pmr version",
+                             where, "Run every rank with the same pmr build.");
+    }
+}
+
+bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
+    const auto* header = reinterpret_cast<const SegmentHeader*>(segment_.data());
+    NoticeQueue& queue = notice_queue(segment_.data(), header->entries, tni);
+    std::uint64_t ticket = queue.tail.load(std::memory_order_relaxed);
+    do {
+        if (ticket - queue.head.load(std::memory_order_acquire) >= header->entries) {
+            return false; // full: the command waits until the node has polled
+        }
+    } while (!queue.tail.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed));
+    NoticeEntry& entry = notice_entry(queue, header->entries, ticket);
+    entry.source = notice.source;
+    entry.source_tni = notice.source_tni;
+    entry.stadd = notice.stadd;
+    entry.bytes = notice.bytes;
+    entry.edata = notice.edata;
+    entry.piggyback_bytes = notice.piggyback_bytes;
+    std::memcpy(entry.piggyback, notice.piggyback.data(), piggyback_capacity);
+    entry.sequence.store(ticket + 1, std::memory_order_release);
+    return true;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Command queues
+// -------------------------------------------------------------------------------------------------
+
+CommandQueue::CommandQueue(Node& node, std::size_t tni, std::size_t depth)
+    : node_(node), tni_(tni), depth_(std::max<std::size_t>(depth, 1)) {}
+
+Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
+                         const RemoteRegion& target, Stadd stadd, const void* source,
+                         std::size_t bytes, const PutFlags& flags, std::uint64_t& cookie) {
+    // Built only for a message: puts are the data path.
+    const auto where = [this] {
+        return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
+    };
+    if (bytes > max_put_bytes) {
+        raise<SizeError>("a put of " + std::to_string(bytes) + " B exceeds the Tofu limit of " +
+                             std::to_string(max_put_bytes) + " B",
+                         where(), "Split it into several puts.");
+    }
+    if (flags.inline_source && bytes > piggyback_capacity) {
+        raise<SizeError>("an inline put of " + std::to_string(bytes) + " B exceeds " +
+                             std::to_string(piggyback_capacity) + " B",
+                         where(), "Put larger data from registered memory.");
+    }
+    if (flags.piggyback_bytes > piggyback_capacity ||
+        (flags.piggyback_bytes > 0 && !flags.remote_notice)) {
+        raise<SizeError>("a piggyback value of " + std::to_string(flags.piggyback_bytes) +
+                             " B (at most " + std::to_string(piggyback_capacity) +
+                             " B, and only with a remote notice)",
+                         where());
+    }
+    if (!node || target_tni >= node->tnis()) {
+        raise<ArgumentError>("a put to TNI " + std::to_string(target_tni) + " of a node with " +
+                                 std::to_string(node ? node->tnis() : 0) + " TNIs",
+                             where());
+    }
+    const std::int64_t offset = target.offset_of(stadd, bytes);
+    if (offset < 0 || target.key().node != node->address().node) {
+        raise<ArgumentError>("a put of " + std::to_string(bytes) + " B to Stadd " +
+                                 std::to_string(stadd) + " outside the region at Stadd " +
+                                 std::to_string(target.key().stadd) + " (" +
+                                 std::to_string(target.key().bytes) + " B)",
+                             where());
+    }
+    if (commands_.size() >= depth_) {
+        return Status::busy;
+    }
+    Command c;
+    c.node = node;
+    c.target_tni = target_tni;
+    c.region = target.key();
+    c.mapping = target.mapping();
+    c.mapped = target.mapped();
+    c.offset = static_cast<std::uint64_t>(offset);
+    c.bytes = bytes;
+    c.flags = flags;
+    if (flags.inline_source) {
+        // Read from the command itself when it executes (it moves into the queue first).
+        if (bytes > 0) {
+            std::memcpy(c.inline_data.data(), source, bytes);
+        }
+    } else {
+        c.source = static_cast<const std::byte*>(source);
+    }
+    if (flags.piggyback_bytes > 0) {
+        std::memcpy(c.piggyback.data(), flags.piggyback, flags.piggyback_bytes);
+    }
+    c.flags.piggyback = nullptr;
+    cookie = next_cookie_;
+    return issue(std::move(c));
+}
+
+Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source,
+                         Stadd stadd, void* destination, std::size_t bytes, std::uint64_t& cookie) {
+    // Built only for a message: puts are the data path.
+    const auto where = [this] {
+        return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
+    };
+    if (bytes > max_put_bytes) {
+        raise<SizeError>("a get of " + std::to_string(bytes) + " B exceeds the Tofu limit of " +
+                             std::to_string(max_put_bytes) + " B",
+                         where(), "Split it into several gets.");
+    }
+    const std::int64_t offset = source.offset_of(stadd, bytes);
+    if (!node || offset < 0) {
+        raise<ArgumentError>("a get of " + std::to_string(bytes) + " B from Stadd " +
+                                 std::to_string(stadd) + " outside the region",
+                             where());
+    }
+    if (commands_.size() >= depth_) {
+        return Status::busy;
+    }
+    Command c;
+    c.is_get = true;
+    c.node = node;
+    c.region = source.key();
+    c.mapping = source.mapping();
+    c.mapped = source.mapped();
+    c.offset = static_cast<std::uint64_t>(offset);
+    c.destination = static_cast<std::byte*>(destination);
+    c.bytes = bytes;
+    cookie = next_cookie_;
+    return issue(std::move(c));
+}
+
+Status CommandQueue::issue(Command&& command) {
+    command.cookie = next_cookie_++;
+    const std::int64_t now = now_ns();
+    command.times = node_.model().schedule(tni_, command.bytes, command.node->hops, now);
+    if (command.is_get) {
+        // The request travels first, the data comes back: one more latency.
+        command.times.land += command.times.land - command.times.done;
+    }
+    commands_.push_back(std::move(command));
+    run(false);
+    return Status::ok;
+}
+
+bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noexcept {
+    if (c.finished) {
+        return true;
+    }
+    std::size_t due = c.bytes;
+    if (!ignore_model && node_.model().enabled() && now < c.times.land) {
+        // Data lands progressively over the transfer time before `land`, in 4 KiB steps.
+        const std::int64_t transfer = c.times.done - c.times.start;
+        const std::int64_t first = c.times.land - transfer;
+        if (now <= first || transfer <= 0) {
+            return false;
+        }
+        const double fraction = static_cast<double>(now - first) / static_cast<double>(transfer);
+        due = std::min(c.bytes, static_cast<std::size_t>(fraction * static_cast<double>(c.bytes)) /
+                                    4096 * 4096);
+    }
+    if (due > c.moved && c.error == 0) {
+        const std::byte* source = c.flags.inline_source ? c.inline_data.data() : c.source;
+        const std::size_t n = due - c.moved;
+        const std::uint64_t remote = c.region.address + c.offset + c.moved;
+        if (c.mapped != nullptr) {
+            std::byte* mapped = c.mapped + c.offset + c.moved;
+            if (c.is_get) {
+                std::memcpy(c.destination + c.moved, mapped, n);
+            } else {
+                std::memcpy(mapped, source + c.moved, n);
+            }
+        } else {
+            iovec local{c.is_get ? static_cast<void*>(c.destination + c.moved)
+                                 : const_cast<std::byte*>(source + c.moved), // NOLINT
+                        n};
+            iovec far{reinterpret_cast<void*>(remote), n}; // NOLINT(performance-no-int-to-ptr)
+            const ssize_t done = c.is_get ? process_vm_readv(c.region.pid, &local, 1, &far, 1, 0)
+                                          : process_vm_writev(c.region.pid, &local, 1, &far, 1, 0);
+            if (done != static_cast<ssize_t>(n)) {
+                c.error = done < 0 ? errno : EIO;
+            }
+        }
+        c.moved = due;
+    }
+    if (c.moved < c.bytes && c.error == 0) {
+        return false;
+    }
+    if (!ignore_model && node_.model().enabled() && now < c.times.land) {
+        return false;
+    }
+    if (!c.is_get && c.flags.remote_notice && c.error == 0) {
+        RemoteNotice notice;
+        notice.source = node_.id();
+        notice.source_tni = static_cast<std::uint32_t>(tni_);
+        notice.stadd = c.region.stadd + c.offset;
+        notice.bytes = c.bytes;
+        notice.edata = c.flags.edata;
+        notice.piggyback_bytes = static_cast<std::uint8_t>(c.flags.piggyback_bytes);
+        notice.piggyback = c.piggyback;
+        // The data is in place: the notice may be seen now (the release store of deliver()
+        // orders the copy above before it).
+        if (!c.node->deliver(c.target_tni, notice)) {
+            return false;
+        }
+    }
+    c.finished = true;
+    return true;
+}
+
+void CommandQueue::run(bool ignore_model) noexcept {
+    const std::int64_t now = now_ns();
+    for (Command& c : commands_) {
+        // In order: a command lands only after the ones issued before it on this TNI.
+        if (!execute(c, now, ignore_model)) {
+            return;
+        }
+    }
+}
+
+void CommandQueue::progress() {
+    run(false);
+}
+
+void CommandQueue::drain() {
+    // The peer's notice queue may be full for a while; give it bounded time.
+    for (int attempt = 0; attempt < 100000 && !commands_.empty(); ++attempt) {
+        run(true);
+        if (std::all_of(commands_.begin(), commands_.end(),
+                        [](const Command& c) { return c.finished; })) {
+            return;
+        }
+        sched_yield();
+    }
+}
+
+bool CommandQueue::poll(Completion& completion) {
+    run(false);
+    if (commands_.empty() || !commands_.front().finished) {
+        return false;
+    }
+    completion.cookie = commands_.front().cookie;
+    completion.error = commands_.front().error;
+    commands_.pop_front();
+    return true;
+}
+
+// -------------------------------------------------------------------------------------------------
+
+void put_region_key(BlobWriter& writer, const RegionKey& key) {
+    writer.put(key);
+}
+
+RegionKey get_region_key(BlobReader& reader) {
+    return reader.get<RegionKey>();
+}
+
+} // namespace pmr::detail::tofu

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+// The emulated Tofu interconnect: the small interface the tofu provider is written against, with
+// the semantics of the low-level Tofu interface (uTofu) as its public documentation describes them,
+// under pmr's own names. A port to real Tofu hardware replaces this folder only.
+//
+// What is emulated:
+//   - Each process is one node with several TNIs (Tofu network interfaces); every TNI has one
+//     command queue of a fixed depth and one queue of remote notices.
+//   - Memory is registered once and named by a steering address (Stadd, 256-byte aligned); peers
+//     address registered memory as Stadd + offset, after receiving its RegionKey.
+//   - One-sided put (and get) through a command queue. Completion is reported twice: locally, by
+//     poll() on the issuing queue, once the source has been read (it may be reused), and, if
+//     asked for, remotely by a notice in the target TNI's notice queue that carries 8 bits of
+//     edata and up to 32 B of piggyback value, visible only after the put's data.
+//   - Limits: at most 16 MiB - 1 per put; 32 B of piggyback; a queue holding `depth` commands
+//     whose completions were not polled answers Status::busy, and the caller polls and retries.
+//   - The timing model (model.hpp): a command executes, and its data and notice land, at the
+//     modelled time; large puts land progressively over their modelled transfer time.
+// What is not: the physical medium is shared memory between processes of one machine (memory
+// files, and cross-memory attach for memory that is not one); a command moves only while its
+// process calls into its queue (put, poll, progress) since no hardware works in the background;
+// local completion is reported when the data has landed, not one latency earlier (a put whose
+// source travels in the command could complete at once, but then a process that stops calling
+// into its queues after its wait would never deliver it); sources need no
+// registration; a put to a region that was deregistered is not detected; no barrier interface,
+// no atomic operations, no cache injection, no hardware routing (hops come from the caller).
+#pragma once
+
+#include "base/blob.hpp"
+#include "base/shared_memory.hpp"
+#include "providers/tofu/emulated/model.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace pmr::detail::tofu {
+
+/// Published limits of uTofu that the emulation enforces.
+inline constexpr std::size_t max_put_bytes = (std::size_t{1} << 24) - 1;
+inline constexpr std::size_t piggyback_capacity = 32;
+inline constexpr unsigned edata_bits = 8;
+inline constexpr std::uint64_t stadd_alignment = 256;
+
+using Stadd = std::uint64_t;
+
+enum class Status { ok, busy };
+
+struct NodeOptions {
+    ModelParameters model;            ///< also gives the number of TNIs
+    std::size_t queue_depth = 64;     ///< commands per queue whose completion was not polled
+    std::size_t notice_entries = 512; ///< remote notices per TNI not yet polled by the node
+};
+
+/// Everything a peer needs to reach a registered region.
+struct RegionKey {
+    std::uint64_t node = 0; ///< id of the owning node
+    Stadd stadd = 0;
+    std::uint64_t address = 0; ///< where the region lies in the owner's address space
+    std::uint64_t bytes = 0;
+    std::uint64_t file_offset = 0;
+    std::int32_t pid = 0;
+    std::int32_t fd = -1; ///< memory file of the owner holding the region, -1: none
+};
+
+/// Everything a peer needs to reach a node.
+struct NodeAddress {
+    std::uint64_t node = 0;
+    std::uint64_t segment_bytes = 0;
+    std::int32_t pid = 0;
+    std::int32_t fd = -1;
+    std::uint32_t tnis = 0;
+    std::uint32_t reserved = 0;
+};
+
+/// A notice as the target node polls it.
+struct RemoteNotice {
+    std::uint64_t source = 0;     ///< node id of the issuer
+    std::uint32_t source_tni = 0; ///< TNI of the issuer
+    Stadd stadd = 0;              ///< where the put wrote (region Stadd + offset)
+    std::uint64_t bytes = 0;      ///< how many bytes it wrote
+    std::uint8_t edata = 0;
+    std::uint8_t piggyback_bytes = 0;
+    std::array<std::byte, piggyback_capacity> piggyback{};
+};
+
+struct Completion {
+    std::uint64_t cookie = 0;
+    int error = 0; ///< errno of a failed transfer (ESRCH: the peer is gone), 0 on success
+};
+
+/// What a put asks for beyond the data.
+struct PutFlags {
+    bool remote_notice = false;
+    std::uint8_t edata = 0;
+    const void* piggyback = nullptr; ///< copied into the notice, at most piggyback_capacity
+    std::size_t piggyback_bytes = 0;
+    /// The source travels inside the command (at most piggyback_capacity bytes): it may be
+    /// reused as soon as put() returns.
+    bool inline_source = false;
+};
+
+class Node;
+struct Segment;
+
+/// A registration: the Stadd of a memory range, released by the destructor.
+class RegisteredRegion {
+public:
+    RegisteredRegion() noexcept = default;
+    RegisteredRegion(const RegisteredRegion&) = delete;
+    RegisteredRegion& operator=(const RegisteredRegion&) = delete;
+    RegisteredRegion(RegisteredRegion&& other) noexcept;
+    RegisteredRegion& operator=(RegisteredRegion&& other) noexcept;
+    ~RegisteredRegion();
+
+    Stadd stadd() const noexcept { return key_.stadd; }
+    std::byte* data() const noexcept {
+        return reinterpret_cast<std::byte*>(key_.address); // NOLINT(performance-no-int-to-ptr)
+    }
+    std::size_t size() const noexcept { return static_cast<std::size_t>(key_.bytes); }
+    const RegionKey& key() const noexcept { return key_; }
+
+private:
+    friend class Node;
+    std::shared_ptr<Node> node_;
+    RegionKey key_;
+};
+
+/// A peer's registered region as this process writes it: mapped when it lies in a memory file,
+/// else reached by cross-memory attach.
+class RemoteRegion {
+public:
+    RemoteRegion() = default;
+    /// @throws ProviderError / PeerLost if the region cannot be reached.
+    RemoteRegion(const RegionKey& key, const std::string& where);
+
+    const RegionKey& key() const noexcept { return key_; }
+    std::byte* mapped() const noexcept { return mapping_ ? mapping_->data() : nullptr; }
+    /// The mapping behind mapped(), which commands keep alive until they have executed.
+    const std::shared_ptr<SharedMapping>& mapping() const noexcept { return mapping_; }
+    /// Offset of `stadd` in the region if [stadd, stadd + bytes) lies inside, else -1.
+    std::int64_t offset_of(Stadd stadd, std::size_t bytes) const noexcept;
+
+private:
+    RegionKey key_;
+    std::shared_ptr<SharedMapping> mapping_;
+};
+
+/// Another node (or this one): its notice queues mapped here.
+class RemoteNode {
+public:
+    /// @throws ProviderError / PeerLost if the node's segment cannot be mapped or is malformed.
+    RemoteNode(const NodeAddress& address, const std::string& where);
+    const NodeAddress& address() const noexcept { return address_; }
+    std::size_t tnis() const noexcept { return address_.tnis; }
+    /// Links between this node and that one, for the timing model (1: a neighbour).
+    int hops = 1;
+
+private:
+    friend class CommandQueue;
+    /// Appends a notice to the queue of `tni`; false if it is full.
+    bool deliver(std::size_t tni, const RemoteNotice& notice) noexcept;
+
+    NodeAddress address_;
+    SharedMapping segment_;
+};
+
+/// The command queue of one TNI. Not thread-safe: one caller at a time.
+class CommandQueue {
+public:
+    CommandQueue(Node& node, std::size_t tni, std::size_t depth);
+    CommandQueue(const CommandQueue&) = delete;
+    CommandQueue& operator=(const CommandQueue&) = delete;
+
+    /// Puts `bytes` from `source` to `target` at `stadd` (region Stadd + offset), notifying TNI
+    /// `target_tni` of `node` if flags ask for it. `cookie` receives the id poll() reports.
+    /// @returns Status::busy, issuing nothing, when `depth` commands await poll().
+    /// @throws SizeError beyond the limits, ArgumentError outside the region or for bad flags.
+    Status put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
+               const RemoteRegion& target, Stadd stadd, const void* source, std::size_t bytes,
+               const PutFlags& flags, std::uint64_t& cookie);
+    /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
+    Status get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source, Stadd stadd,
+               void* destination, std::size_t bytes, std::uint64_t& cookie);
+    /// Executes what is due and reports the oldest finished command, in issue order.
+    bool poll(Completion& completion);
+    /// Executes what the model says is due (data, notices).
+    void progress();
+    /// Executes everything now, ignoring the model (teardown: nothing would move later).
+    void drain();
+
+    std::size_t outstanding() const noexcept { return commands_.size(); }
+    std::size_t depth() const noexcept { return depth_; }
+    std::size_t tni() const noexcept { return tni_; }
+
+private:
+    struct Command {
+        std::uint64_t cookie = 0;
+        bool is_get = false;
+        std::shared_ptr<RemoteNode> node;
+        std::size_t target_tni = 0;
+        RegionKey region;
+        std::shared_ptr<SharedMapping> mapping; ///< target (or get source) mapped here, else CMA
+        std::byte* mapped = nullptr;
+        std::uint64_t offset = 0;
+        const std::byte* source = nullptr;
+        std::byte* destination = nullptr; ///< get
+        std::size_t bytes = 0;
+        std::size_t moved = 0;
+        std::array<std::byte, piggyback_capacity> inline_data{};
+        PutFlags flags;
+        std::array<std::byte, piggyback_capacity> piggyback{};
+        PutTimes times;
+        bool finished = false;
+        int error = 0;
+    };
+
+    Status issue(Command&& command);
+    /// Moves what is due of `c`; true once it is finished.
+    bool execute(Command& c, std::int64_t now, bool ignore_model) noexcept;
+    void run(bool ignore_model) noexcept;
+
+    Node& node_;
+    std::size_t tni_;
+    std::size_t depth_;
+    std::uint64_t next_cookie_ = 1;
+    std::deque<Command> commands_;
+};
+
+/// One emulated node: its TNIs' queues, its notice queues in a shared memory file, its
+/// registrations and its timing model. Made by create(); shared by its regions.
+class Node : public std::enable_shared_from_this<Node> {
+public:
+    /// @throws ProviderError if the shared segment cannot be created.
+    static std::shared_ptr<Node> create(const NodeOptions& options, const std::string& where);
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+    ~Node();
+
+    std::size_t tnis() const noexcept { return queues_.size(); }
+    std::uint64_t id() const noexcept { return address_.node; }
+    const NodeAddress& address() const noexcept { return address_; }
+    CommandQueue& queue(std::size_t tni) { return *queues_.at(tni); }
+    TimingModel& model() noexcept { return model_; }
+
+    /// Registers [address, address + bytes). `location`: the memory file holding it (peers then
+    /// map it), or fd -1 (peers reach it by cross-memory attach).
+    /// @throws ArgumentError for an empty or null range.
+    RegisteredRegion register_memory(void* address, std::size_t bytes, MemoryLocation location);
+    /// The oldest visible notice on `tni`, if any.
+    bool poll_notice(std::size_t tni, RemoteNotice& notice) noexcept;
+
+private:
+    friend class RegisteredRegion;
+    Node(const NodeOptions& options, const std::string& where);
+    void deregister(Stadd stadd) noexcept;
+
+    NodeAddress address_;
+    SharedMapping segment_;
+    TimingModel model_;
+    std::vector<std::unique_ptr<CommandQueue>> queues_;
+    std::mutex regions_mutex_;
+    std::map<Stadd, RegionKey> regions_;
+    Stadd next_stadd_ = stadd_alignment;
+};
+
+/// Encodes/decodes values in a Blob (set-up messages).
+void put_region_key(BlobWriter& writer, const RegionKey& key);
+RegionKey get_region_key(BlobReader& reader);
+
+} // namespace pmr::detail::tofu

@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+#include "providers/tofu/process.hpp"
+
+#include "base/backoff.hpp"
+#include "base/error.hpp"
+#include "rails/settings.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace pmr::detail::tofu {
+namespace {
+
+constexpr std::uint32_t hello_version = 1;
+constexpr std::size_t cells_per_chunk = 64;
+constexpr std::size_t landing_bytes = 256;
+
+std::string check_device(const std::string& name) {
+    if (name.size() < 4 || name.compare(0, 3, "tni") != 0 ||
+        name.find_first_not_of("0123456789", 3) != std::string::npos) {
+        return "not a TNI (tni0, tni1, ...)";
+    }
+    return {};
+}
+
+TofuSettings read_settings() {
+    TofuSettings s;
+    s.model = read_model_parameters();
+    const rails::RailSettings r = rails::read_rail_settings("tofu", s.model.tnis, &check_device);
+    if (!r.devices.empty()) {
+        // Named TNIs: their number is what counts (the emulated TNIs are alike).
+        for (const std::string& device : r.devices) {
+            s.devices.push_back(std::stoul(device.substr(3)));
+            if (s.devices.back() >= s.model.tnis) {
+                raise<ArgumentError>(
+                    "PMR_TOFU_DEVICES / PMR_DEVICES names " + device + " but the node has " +
+                        std::to_string(s.model.tnis) + " TNIs",
+                    "tofu settings", "Name tni0 to tni" + std::to_string(s.model.tnis - 1) + ".");
+            }
+        }
+    }
+    s.rails = r.explicit_count || !r.devices.empty() ? r.rails : s.model.tnis;
+    if (const char* depth = std::getenv("PMR_TOFU_QUEUE_DEPTH")) { // NOLINT(concurrency-mt-unsafe)
+        char* end = nullptr;
+        const long n = std::strtol(depth, &end, 10);
+        if (end == depth || *end != '\0' || n < 1 || n > 65536) {
+            raise<ArgumentError>(std::string("environment variable PMR_TOFU_QUEUE_DEPTH='") +
+                                     depth + "' is not a queue depth from 1 to 65536",
+                                 "tofu settings", "Unset it (default 64) or give e.g. 8.");
+        }
+        s.queue_depth = static_cast<std::size_t>(n);
+    }
+    return s;
+}
+
+std::mutex instance_mutex;
+std::weak_ptr<TofuProcess> current; // NOLINT(cert-err58-cpp)
+
+} // namespace
+
+const TofuSettings& tofu_settings() {
+    static const TofuSettings s = read_settings();
+    return s;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Notices as edata and piggyback: edata = kind (3 bits) | rail (4 bits) << 3 | reply << 7;
+// piggyback = target, from, round, bytes (48 bits) | rails (16 bits) << 48.
+// -------------------------------------------------------------------------------------------------
+
+void encode_notice(const Notice& notice, bool reply, std::uint8_t& edata,
+                   std::array<std::byte, piggyback_capacity>& piggyback) noexcept {
+    edata = static_cast<std::uint8_t>((static_cast<std::uint32_t>(notice.kind) & 7U) |
+                                      ((notice.rail & 15U) << 3U) | (reply ? 128U : 0U));
+    const std::uint64_t words[4] = {notice.target, notice.from, notice.round,
+                                    (notice.bytes & ((std::uint64_t{1} << 48U) - 1)) |
+                                        (static_cast<std::uint64_t>(notice.rails) << 48U)};
+    static_assert(sizeof words == piggyback_capacity);
+    std::memcpy(piggyback.data(), words, sizeof words);
+}
+
+bool decode_notice(const RemoteNotice& remote, Notice& notice, bool& reply) noexcept {
+    const std::uint32_t kind = remote.edata & 7U;
+    if (remote.piggyback_bytes != piggyback_capacity || kind == 0 || kind > 5) {
+        return false;
+    }
+    std::uint64_t words[4];
+    std::memcpy(words, remote.piggyback.data(), sizeof words);
+    notice.target = words[0];
+    notice.from = words[1];
+    notice.round = words[2];
+    notice.bytes = words[3] & ((std::uint64_t{1} << 48U) - 1);
+    notice.rails = static_cast<std::uint16_t>(words[3] >> 48U);
+    notice.kind = static_cast<rails::NoticeKind>(kind);
+    notice.rail = static_cast<std::uint16_t>((remote.edata >> 3U) & 15U);
+    reply = (remote.edata & 128U) != 0;
+    return true;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Requests
+// -------------------------------------------------------------------------------------------------
+
+bool Request::pending() const noexcept {
+    return process_ != nullptr && !process_->completed(tni_, cookie_);
+}
+
+bool Request::done(const char* call, const std::string& where) {
+    if (process_ == nullptr) {
+        return true;
+    }
+    if (!process_->completed(tni_, cookie_)) {
+        process_->progress();
+        if (!process_->completed(tni_, cookie_)) {
+            return false;
+        }
+    }
+    TofuProcess* process = std::exchange(process_, nullptr);
+    process->check(tni_, cookie_, call, where);
+    return true;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The process
+// -------------------------------------------------------------------------------------------------
+
+std::shared_ptr<TofuProcess> TofuProcess::instance(const std::string& where) {
+    std::lock_guard<std::mutex> lock(instance_mutex);
+    if (auto process = current.lock()) {
+        return process;
+    }
+    // Kept until exit: peers may write into its memory as long as this process lives.
+    static std::shared_ptr<TofuProcess> keep;
+    keep = std::make_shared<TofuProcess>(tofu_settings(), where);
+    current = keep;
+    return keep;
+}
+
+std::shared_ptr<TofuProcess> TofuProcess::existing() noexcept {
+    std::lock_guard<std::mutex> lock(instance_mutex);
+    return current.lock();
+}
+
+TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
+    : settings_(settings) {
+    NodeOptions options;
+    options.model = settings.model;
+    options.queue_depth = settings.queue_depth;
+    node_ = Node::create(options, where);
+    landing_memory_ = SharedMapping::create(landing_bytes, where.c_str());
+    landing_ =
+        node_->register_memory(landing_memory_.data(), landing_bytes, {landing_memory_.fd(), 0});
+    completed_.assign(node_->tnis(), 0);
+    debug_log("tofu: emulated node " + std::to_string(node_->id()) + " with " +
+              std::to_string(node_->tnis()) + " TNIs, timing model " + settings.model.name);
+}
+
+TofuProcess::~TofuProcess() {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    drain_locked();
+}
+
+Blob TofuProcess::hello() const {
+    BlobWriter w;
+    w.put(hello_version).put(node_->address());
+    put_region_key(w, landing_.key());
+    return w.take();
+}
+
+Peer TofuProcess::peer(const Blob& hello, const std::string& where) {
+    BlobReader reader(hello, where);
+    if (reader.get<std::uint32_t>() != hello_version) {
+        raise<ProviderError>("the peer's tofu provider speaks another set-up version", where,
+                             "Link every rank against the same pmr version.");
+    }
+    const auto address = reader.get<NodeAddress>();
+    const RegionKey landing = get_region_key(reader);
+    reader.finish();
+    if (landing.node != address.node) {
+        reader.malformed("the landing region belongs to another node");
+    }
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    auto it = peers_.find(address.node);
+    if (it != peers_.end()) {
+        return it->second;
+    }
+    Peer p;
+    p.node = std::make_shared<RemoteNode>(address, where);
+    p.landing = std::make_shared<RemoteRegion>(landing, where);
+    peers_[address.node] = p;
+    return p;
+}
+
+std::size_t TofuProcess::next_first_tni() noexcept {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    return rotation_++ % node_->tnis();
+}
+
+Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* source,
+                         std::size_t bytes, std::uint64_t address, const std::string& where) {
+    const RegionKey& region = key.region->key();
+    if (address < region.address || address - region.address > region.bytes ||
+        bytes > region.bytes - (address - region.address)) {
+        raise<ProviderError>("a put of " + std::to_string(bytes) + " B at " +
+                                 std::to_string(address) + " outside the registered region of " +
+                                 std::to_string(region.bytes) + " B at " +
+                                 std::to_string(region.address),
+                             where);
+    }
+    const Stadd stadd = region.stadd + (address - region.address);
+    const auto* from = static_cast<const std::byte*>(source);
+    std::uint64_t cookie = 0;
+    std::size_t offset = 0;
+    std::unique_ptr<Backoff> backoff; // only once the queue was busy
+    do {
+        const std::size_t piece = std::min(bytes - offset, max_put_bytes);
+        PutFlags flags;
+        // Small values travel in the command (uTofu's piggyback puts need no registered source).
+        flags.inline_source = piece <= piggyback_capacity;
+        Status status = Status::busy;
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            status = node_->queue(tni).put(key.node, key.tni, *key.region, stadd + offset,
+                                           from + offset, piece, flags, cookie);
+            if (status == Status::busy) {
+                progress_locked();
+            }
+        }
+        if (status == Status::ok) {
+            offset += piece;
+            continue;
+        }
+        if (!backoff) {
+            backoff = std::make_unique<Backoff>();
+        }
+        if (backoff->pause() && backoff->expired()) {
+            raise<Timeout>("the command queue of TNI " + std::to_string(tni) +
+                               " stayed full for PMR_TIMEOUT",
+                           where, "Is the peer polling its notices (waiting on its windows)?");
+        }
+    } while (offset < bytes);
+    return {this, tni, cookie};
+}
+
+void TofuProcess::notify(std::size_t tni, const Peer& peer, std::size_t remote_tni,
+                         const Notice& notice, bool reply, const std::string& where) {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    try {
+        notify_locked(tni, peer, remote_tni, notice, reply);
+    } catch (const Error& e) {
+        raise<ProviderError>(std::string("a notice could not be sent: ") + e.what(), where);
+    }
+}
+
+void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t remote_tni,
+                                const Notice& notice, bool reply) {
+    // Behind everything this process issued, on every TNI: the notice must not overtake puts
+    // of earlier rounds, whichever rail they took.
+    drain_locked();
+    PutFlags flags;
+    flags.remote_notice = true;
+    std::array<std::byte, piggyback_capacity> piggyback{};
+    encode_notice(notice, reply, flags.edata, piggyback);
+    flags.piggyback = piggyback.data();
+    flags.piggyback_bytes = piggyback.size();
+    std::uint64_t cookie = 0;
+    CommandQueue& queue = node_->queue(tni);
+    for (int attempt = 0;
+         queue.put(peer.node, remote_tni % peer.node->tnis(), *peer.landing,
+                   peer.landing->key().stadd, nullptr, 0, flags, cookie) == Status::busy;
+         ++attempt) {
+        progress_locked();
+        if (attempt > 1000000) {
+            raise<ProviderError>("the command queue of TNI " + std::to_string(tni) + " stayed full",
+                                 "tofu notice");
+        }
+    }
+    drain_locked();
+}
+
+void TofuProcess::drain_locked() noexcept {
+    for (std::size_t t = 0; t < node_->tnis(); ++t) {
+        node_->queue(t).drain();
+    }
+    progress_locked();
+}
+
+void TofuProcess::progress() noexcept {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    progress_locked();
+}
+
+void TofuProcess::progress_locked() noexcept {
+    for (std::size_t t = 0; t < node_->tnis(); ++t) {
+        CommandQueue& queue = node_->queue(t);
+        Completion c;
+        while (queue.poll(c)) {
+            completed_[t] = c.cookie;
+            if (c.error != 0) {
+                try {
+                    failures_[{t, c.cookie}] = c.error;
+                } catch (...) { // NOLINT(bugprone-empty-catch): out of memory, error lost
+                }
+            }
+        }
+    }
+    for (std::size_t t = 0; t < node_->tnis(); ++t) {
+        RemoteNotice notice;
+        while (node_->poll_notice(t, notice)) {
+            dispatch(t, notice);
+        }
+    }
+}
+
+void TofuProcess::dispatch(std::size_t tni, const RemoteNotice& remote) noexcept {
+    Notice notice;
+    bool reply = false;
+    if (!decode_notice(remote, notice, reply)) {
+        return; // not a notice of the rails protocol
+    }
+    const std::optional<Notice> answer = registry_.handle(notice, nullptr, 0);
+    if (!answer || !reply) {
+        return;
+    }
+    auto it = peers_.find(remote.source);
+    if (it == peers_.end()) {
+        return; // the receiver's wait for the acknowledgement is bounded
+    }
+    try {
+        notify_locked(tni, it->second, remote.source_tni, *answer, false);
+    } catch (...) { // NOLINT(bugprone-empty-catch): as for a lost acknowledgement
+    }
+}
+
+bool TofuProcess::completed(std::size_t tni, std::uint64_t cookie) const noexcept {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    return completed_[tni] >= cookie;
+}
+
+void TofuProcess::check(std::size_t tni, std::uint64_t cookie, const char* call,
+                        const std::string& where) {
+    int error = 0;
+    {
+        std::lock_guard<std::mutex> lock(engine_mutex_);
+        auto it = failures_.find({tni, cookie});
+        if (it == failures_.end()) {
+            return;
+        }
+        error = it->second;
+        failures_.erase(it);
+    }
+    if (error == ESRCH) {
+        raise<PeerLost>(std::string("the peer process exited during a ") + call, where);
+    }
+    raise_system(call, error, where, "The emulated TNI could not reach the peer's memory.");
+}
+
+// -------------------------------------------------------------------------------------------------
+// Memory
+// -------------------------------------------------------------------------------------------------
+
+std::shared_ptr<Memory> TofuProcess::allocate_memory(std::size_t bytes, const std::string& where) {
+    auto storage = std::make_shared<SharedMapping>(
+        SharedMapping::create(bytes == 0 ? 1 : bytes, where.c_str()));
+    RegisteredRegion region =
+        node_->register_memory(storage->data(), storage->size(), {storage->fd(), 0});
+    return std::make_shared<Memory>(std::move(storage), std::move(region));
+}
+
+std::shared_ptr<Memory> TofuProcess::register_memory(void* address, std::size_t bytes,
+                                                     const std::string& /*where*/) {
+    MemoryLocation location = locate(address, bytes);
+    if (location.fd < 0) {
+        if (auto owner = allocation(address, bytes)) {
+            location = owner->location();
+            location.offset +=
+                static_cast<std::size_t>(static_cast<std::byte*>(address) - owner->data());
+        }
+    }
+    return std::make_shared<Memory>(nullptr, node_->register_memory(address, bytes, location));
+}
+
+CreditCell TofuProcess::acquire_cell(const std::string& where) {
+    if (auto cell = registry_.take_cell()) {
+        return *cell;
+    }
+    auto chunk = allocate_memory(cells_per_chunk * copy_channel::cache_line, where);
+    std::uint32_t index = 0;
+    {
+        std::lock_guard<std::mutex> lock(memory_mutex_);
+        index = static_cast<std::uint32_t>(chunks_.size());
+        chunks_.push_back(chunk);
+    }
+    registry_.add_chunk(chunk->data(), reinterpret_cast<std::uintptr_t>(chunk->data()),
+                        cells_per_chunk, index);
+    if (auto cell = registry_.take_cell()) {
+        return *cell;
+    }
+    raise<ProviderError>("no credit cell after adding a chunk", where);
+}
+
+Blob TofuProcess::cell_key(const CreditCell& cell) const {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    BlobWriter w;
+    put_region_key(w, chunks_[cell.chunk]->region().key());
+    return w.take();
+}
+
+void TofuProcess::bury(std::shared_ptr<Memory> memory) noexcept {
+    if (!memory) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    try {
+        graveyard_.push_back(std::move(memory));
+    } catch (...) {
+        // Out of memory: leak it rather than free memory a peer may still write.
+        new std::shared_ptr<Memory>(std::move(memory)); // NOLINT(cppcoreguidelines-owning-memory)
+    }
+}
+
+void* TofuProcess::allocate(std::size_t bytes, const std::string& where) {
+    auto memory = allocate_memory(bytes, where); // memory files start zeroed
+    void* data = memory->data();
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    allocations_.emplace(reinterpret_cast<std::uintptr_t>(data), std::move(memory));
+    return data;
+}
+
+void TofuProcess::deallocate(void* pointer) noexcept {
+    std::shared_ptr<Memory> memory; // released outside the lock
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (it != allocations_.end()) {
+        memory = std::move(it->second);
+        allocations_.erase(it);
+    }
+}
+
+std::shared_ptr<Memory> TofuProcess::allocation(const void* pointer, std::size_t bytes) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.upper_bound(address);
+    if (it == allocations_.begin()) {
+        return nullptr;
+    }
+    --it;
+    const std::size_t offset = address - it->first;
+    if (offset > it->second->size() || bytes > it->second->size() - offset) {
+        return nullptr;
+    }
+    return it->second;
+}
+
+} // namespace pmr::detail::tofu

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The tofu provider: pmr over an emulated Tofu interconnect (the K computer's and Fugaku's), as
+// its low-level interface presents it, so that multi-NIC code paths can be developed, tested and
+// measured on any Linux machine. The emulation (emulated/) makes each process one node with
+// several TNIs over shared memory, and a timing model makes what a receiver observes follow Tofu's
+// published latency and bandwidth.
+//
+// Connections have one rail per TNI (PMR_TOFU_TNIS, or the model's: 6 for fugaku, 4 for k and
+// off; fewer with PMR_TOFU_RAILS / PMR_RAILS), starting at a TNI that rotates from connection to
+// connection, so that plain posts (rail 0) to a rank's neighbours spread over its TNIs. The data
+// path is the shared rail protocol (rails/put_path.hpp) over the TNIs' command queues
+// (transport.hpp): round n is credit put, payload puts (pieces over their rails), then on each rail
+// that carried pieces its completion word, and on rail 0 the slot header and sequence word. Every
+// put of a round lands at its modelled time; the receiver polls its inbox. Notices between windows
+// (set-up, teardown) are zero-byte puts whose remote notice carries them.
+//
+// Chosen only when asked for (preference 0): PMR_PROVIDER=tofu or
+// pmr::Connection(target, pmr::Provider::tofu). Peers must run on this machine.
+#pragma once
+
+#include "base/peer_process.hpp"
+#include "providers/interface.hpp"
+#include "providers/tofu/process.hpp"
+
+#include <memory>
+#include <string>
+
+namespace pmr::detail {
+
+struct Tofu {
+    static constexpr Provider id = Provider::tofu;
+    static constexpr int preference = 0;
+    /// The emulated interconnect spans the processes of one machine.
+    static bool reaches(const PeerInfo& peer) noexcept { return peer.same_node; }
+    static constexpr bool handshake = true;
+    static constexpr bool has_rails = true;
+
+    /// Memory for library-owned windows: a memory file registered with the node, which peers map.
+    static void* allocate(std::size_t bytes, const std::string& where);
+    static void deallocate(void* pointer) noexcept;
+
+    struct Local {
+        explicit Local(const ConnectionSetup& setup);
+        Blob hello() const { return process->hello(); }
+
+        std::shared_ptr<tofu::TofuProcess> process;
+    };
+
+    class Connection {
+    public:
+        /// @throws ProviderError if the peer is not on this machine or its node cannot be mapped.
+        Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
+                   const Blob& hello);
+        Connection(Connection&& other) noexcept = default;
+        Connection& operator=(Connection&& other) = delete;
+        ~Connection() = default;
+
+        std::size_t rails() const noexcept { return rails_; }
+        RailInfo rail(std::size_t index) const;
+        bool peer_alive();
+
+        /// The TNI of this node that rail `rail` uses, and the peer's TNI its notices go to.
+        std::size_t tni(std::size_t rail) const noexcept {
+            const auto& devices = process_->settings().devices;
+            return devices.empty() ? (first_tni_ + rail) % process_->tnis() : devices[rail];
+        }
+        std::size_t remote_tni(std::size_t rail) const noexcept {
+            return tni(rail) % peer_.node->tnis();
+        }
+        tofu::TofuProcess& process() const noexcept { return *process_; }
+        const tofu::Peer& peer() const noexcept { return peer_; }
+        void progress() const noexcept { process_->progress(); }
+
+    private:
+        std::shared_ptr<tofu::TofuProcess> process_;
+        tofu::Peer peer_;
+        std::size_t rails_ = 1;
+        std::size_t first_tni_ = 0;
+        PeerProcess peer_process_;
+    };
+
+    class SendWindow {
+    public:
+        explicit SendWindow(const WindowSpec& spec);
+        SendWindow(SendWindow&& other) noexcept;
+        SendWindow& operator=(SendWindow&& other) noexcept;
+        ~SendWindow();
+
+        Blob describe() const;
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
+        void post(const std::byte* data, std::size_t bytes);
+        void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+        bool test();
+        bool peer_gone() const noexcept;
+
+        struct State;
+
+    private:
+        std::unique_ptr<State> state_;
+    };
+
+    class RecvWindow {
+    public:
+        explicit RecvWindow(const WindowSpec& spec);
+        RecvWindow(RecvWindow&& other) noexcept;
+        RecvWindow& operator=(RecvWindow&& other) noexcept;
+        ~RecvWindow();
+
+        Blob describe() const;
+        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
+        void init();
+        bool test();
+        std::size_t received_bytes() const noexcept;
+        bool peer_gone() const noexcept;
+
+        struct State;
+
+    private:
+        std::unique_ptr<State> state_;
+    };
+};
+
+} // namespace pmr::detail
