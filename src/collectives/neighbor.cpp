@@ -161,6 +161,7 @@ struct NeighborCore::State {
     NeighborAlgorithm algorithm = NeighborAlgorithm::automatic;
     std::vector<std::byte*> send;
     std::vector<std::byte*> recv;
+    bool owned = false; // library-owned buffers
     std::byte* owned_send = nullptr;
     std::byte* owned_recv = nullptr;
     std::vector<NeighborLink> links;
@@ -242,23 +243,36 @@ void NeighborCore::State::prime() {
     finished.assign(waitables.size(), 0);
 }
 
+// Library-owned buffers: a message sent whole lives in its window's own memory (the fastest path
+// of every provider, and no cost over hand-written owned windows); split messages and null
+// neighbours get slices of one pmr allocation per side, the fragments' windows lying over them.
 void NeighborCore::State::allocate_owned() {
-    auto layout = [&](auto count_of, std::byte*& owned, std::vector<std::byte*>& pointers) {
+    auto layout = [&](auto count_of, auto whole, std::byte*& memory,
+                      std::vector<std::byte*>& pointers) {
         std::size_t total = 0;
         std::vector<std::size_t> offsets;
-        for (const Neighbor& n : neighbors) {
+        for (std::size_t i = 0; i < neighbors.size(); ++i) {
             offsets.push_back(total);
-            const std::size_t bytes = checked_bytes(count_of(n), element_size);
-            total += (bytes + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
+            if (!whole(i)) {
+                const std::size_t bytes = checked_bytes(count_of(neighbors[i]), element_size);
+                total += (bytes + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
+            }
         }
-        owned = static_cast<std::byte*>(allocate_bytes(std::max<std::size_t>(total, 1)));
+        memory = static_cast<std::byte*>(allocate_bytes(std::max<std::size_t>(total, 1)));
         pointers.clear();
         for (std::size_t offset : offsets) {
-            pointers.push_back(owned + offset);
+            pointers.push_back(memory + offset);
         }
     };
-    layout([](const Neighbor& n) { return n.send_count; }, owned_send, send);
-    layout([](const Neighbor& n) { return n.recv_count; }, owned_recv, recv);
+    const auto link_at = [&](std::size_t i) -> const NeighborLink* {
+        return link_of[i] == static_cast<std::size_t>(-1) ? nullptr : &links[link_of[i]];
+    };
+    layout([](const Neighbor& n) { return n.send_count; },
+           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->send_fragments == 1; },
+           owned_send, send);
+    layout([](const Neighbor& n) { return n.recv_count; },
+           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->recv_fragments == 1; },
+           owned_recv, recv);
 }
 
 void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
@@ -344,12 +358,24 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
 void NeighborCore::State::make_windows() {
     for (NeighborLink& link : links) {
         const Neighbor& n = neighbors[link.index];
-        const std::size_t send_bytes = n.send_count * element_size;
-        const std::size_t recv_bytes = n.recv_count * element_size;
-        link.send_fragments = fragments_of(link, send_bytes);
-        link.recv_fragments = fragments_of(link, recv_bytes);
+        link.send_fragments = fragments_of(link, n.send_count * element_size);
+        link.recv_fragments = fragments_of(link, n.recv_count * element_size);
+    }
+    if (owned) {
+        allocate_owned();
+    }
+    for (NeighborLink& link : links) {
+        const Neighbor& n = neighbors[link.index];
+        if (owned && link.send_fragments == 1) {
+            link.sends.emplace_back(link.connection, n.send_count * element_size);
+            send[link.index] = reinterpret_cast<std::byte*>(link.sends.back().data());
+        }
+        if (owned && link.recv_fragments == 1) {
+            link.recvs.emplace_back(link.connection, n.recv_count * element_size);
+            recv[link.index] = reinterpret_cast<std::byte*>(link.recvs.back().data());
+        }
         link.sends.reserve(link.send_fragments);
-        for (std::size_t f = 0; f < link.send_fragments; ++f) {
+        for (std::size_t f = link.sends.size(); f < link.send_fragments; ++f) {
             const std::size_t first = fragment_begin(n.send_count, link.send_fragments, f);
             const std::size_t last = fragment_begin(n.send_count, link.send_fragments, f + 1);
             link.sends.emplace_back(link.connection,
@@ -358,7 +384,7 @@ void NeighborCore::State::make_windows() {
                                     (last - first) * element_size);
         }
         link.recvs.reserve(link.recv_fragments);
-        for (std::size_t f = 0; f < link.recv_fragments; ++f) {
+        for (std::size_t f = link.recvs.size(); f < link.recv_fragments; ++f) {
             const std::size_t first = fragment_begin(n.recv_count, link.recv_fragments, f);
             const std::size_t last = fragment_begin(n.recv_count, link.recv_fragments, f + 1);
             link.recvs.emplace_back(link.connection,
@@ -460,7 +486,9 @@ NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>
     s.algorithm = chosen_algorithm(options.algorithm);
     const std::string self = "pmr: neighbour exchange on rank " + std::to_string(s.rank);
     if (send.empty() && recv.empty()) {
-        s.allocate_owned();
+        s.owned = true; // allocated once the fragments are known (make_windows)
+        s.send.assign(neighbors.size(), nullptr);
+        s.recv.assign(neighbors.size(), nullptr);
     } else {
         if (send.size() != neighbors.size() || recv.size() != neighbors.size()) {
             throw ArgumentError(self + ": " + std::to_string(neighbors.size()) +
