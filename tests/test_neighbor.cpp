@@ -208,10 +208,9 @@ TEST_CASE("every algorithm delivers the same bytes on every Cartesian grid",
                     std::size_t fragments = 1;
                     if (peer == MPI_PROC_NULL) {
                         fragments = 0;
-                    } else if (peer != cart.rank() && algorithm == Algorithm::split) {
-                        fragments = std::min(rails, count);
-                    } else if (peer != cart.rank() && algorithm == Algorithm::automatic &&
-                               count * sizeof(std::uint64_t) >= 4096) {
+                    } else if (peer != cart.rank() && (algorithm == Algorithm::split ||
+                                                       (algorithm == Algorithm::automatic &&
+                                                        count * sizeof(std::uint64_t) >= 4096))) {
                         fragments = std::min(rails, count);
                     }
                     INFO("neighbour " << i << ": " << exchange.describe());
@@ -254,8 +253,8 @@ TEST_CASE("user buffers and explicit neighbour lists", "[neighbor][explicit]") {
     const int next = (me + 1) % size;
     const int prev = (me + size - 1) % size;
     // Rank r sends f(r) elements to the next rank and h(r) to the previous one.
-    auto f = [](int r) { return std::size_t(5 + 3 * r); };
-    auto h = [](int r) { return std::size_t(2000 + 11 * r); };
+    auto f = [](int r) { return 5 + 3 * static_cast<std::size_t>(r); };
+    auto h = [](int r) { return 2000 + 11 * static_cast<std::size_t>(r); };
     std::vector<pmr::Neighbor> neighbors(3);
     neighbors[0] = {next, f(me), h(next), 0, 1};
     neighbors[1] = {prev, h(me), f(prev), 1, 0};

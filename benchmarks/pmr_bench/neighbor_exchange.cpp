@@ -35,6 +35,13 @@ protected:
         pmr::NeighborOptions options;
         options.algorithm = algorithm_;
         exchange_.emplace(grid_.communicator(), list, options);
+        // The buffers are fixed for the exchange's life: taken once, as a code would.
+        outgoing_.clear();
+        incoming_.clear();
+        for (std::size_t k = 0; k < list.size(); ++k) {
+            outgoing_.push_back(exchange_->send(k).data());
+            incoming_.push_back(exchange_->recv(k).data());
+        }
     }
 
     void communicate() override {
@@ -44,13 +51,15 @@ protected:
 
     void free() override { exchange_.reset(); }
 
-    unsigned char* outgoing(std::size_t k) override { return exchange_->send(k).data(); }
-    unsigned char* incoming(std::size_t k) override { return exchange_->recv(k).data(); }
+    unsigned char* outgoing(std::size_t k) override { return outgoing_[k]; }
+    unsigned char* incoming(std::size_t k) override { return incoming_[k]; }
 
 private:
     pmr::NeighborAlgorithm algorithm_;
     int tag_offset_;
     std::optional<pmr::NeighborExchange<unsigned char>> exchange_;
+    std::vector<unsigned char*> outgoing_;
+    std::vector<unsigned char*> incoming_;
 };
 
 } // namespace

@@ -168,7 +168,10 @@ public:
     /// @throws UsageError if `cart` has no grid; SizeError, ArgumentError if a neighbour disagrees
     ///         (counts, element size, algorithm); Timeout, PeerLost, ProviderError as windows.
     NeighborExchange(const Communicator& cart, std::size_t count, NeighborOptions options = {})
-        : NeighborExchange(cart, std::vector<std::size_t>(2 * cart.dimensions(), count), options) {}
+        : NeighborExchange(
+              cart,
+              std::vector<std::size_t>(2 * static_cast<std::size_t>(cart.dimensions()), count),
+              options) {}
     /// Same with one count per neighbour index (2 * dimensions entries), the elements sent to that
     /// neighbour; every rank gives the same list, so the message from the neighbour in direction
     /// `dir` has the count of direction `-dir`.
@@ -182,7 +185,9 @@ public:
         : NeighborExchange(
               cart,
               detail::cartesian_neighbors(
-                  cart, std::vector<std::size_t>(2 * cart.dimensions(), count), options.tag_offset),
+                  cart,
+                  std::vector<std::size_t>(2 * static_cast<std::size_t>(cart.dimensions()), count),
+                  options.tag_offset),
               send, recv, options) {}
     /// An explicit neighbour list, library-owned buffers.
     NeighborExchange(const Communicator& comm, const std::vector<Neighbor>& neighbors,
