@@ -29,8 +29,11 @@ sw=${tag}-sw
 hosts=("${tag}-h0" "${tag}-h1")
 work=$(mktemp -d)
 
+child=""
 cleanup() {
     trap - EXIT INT TERM
+    # A run still going (interrupted): end it before its namespaces go.
+    [ -n "$child" ] && kill -TERM "$child" 2> /dev/null && wait "$child" 2> /dev/null
     for ns in "${hosts[@]}" "$sw"; do
         ip netns del "$ns" 2> /dev/null
     done
@@ -93,12 +96,20 @@ run() { # rails for pmr, then pmr-bench arguments
         timeout 900 ip netns exec "${hosts[0]}" mpiexec --allow-run-as-root --oversubscribe \
         --bind-to none --mca btl tcp,self --mca btl_tcp_if_include "$devices" --mca pml ob1 \
         -x PMR_PROVIDER -x UCX_TLS -x PMR_UCX_DEVICES -x PMR_TIMEOUT \
-        -np 2 "$work/launch" "$bench" "$@"
+        -np 2 "$work/launch" "$bench" "$@" &
+    # In the background and waited for, so that an interrupt reaches the trap at once.
+    child=$!
+    wait "$child"
+    local rc=$?
+    child=""
+    return $rc
 }
 
 echo "netns-rails: 2 hosts, $rails rails of $rate each way ($devices), MPI over btl tcp on all"
 echo "netns-rails: one rail"
-run 1 exchange --periodic --variants pmr-owned pmr-direct mpi-persistent "${options[@]}"
+run 1 exchange --periodic --variants pmr-owned pmr-direct mpi-persistent "${options[@]}" ||
+    { echo "netns-rails: FAILED: the one-rail run"; exit 1; }
 echo "netns-rails: $rails rails"
 run "$rails" exchange --periodic --variants pmr-direct pmr-split pmr-auto mpi-persistent \
-    "${options[@]}"
+    "${options[@]}" || { echo "netns-rails: FAILED: the $rails-rail run"; exit 1; }
+echo "netns-rails: passed"
