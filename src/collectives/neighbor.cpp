@@ -59,8 +59,10 @@ constexpr std::size_t buffer_alignment = 64;
 
 /// Defaults when neither the options nor the environment name a size. UCX stripes its own
 /// rendezvous transfers only in pieces of 16 KiB and up: smaller fragments cost more in per-put
-/// overhead than a second rail wins. Providers with RDMA engines per rail (Tofu's TNIs) split far
-/// smaller messages profitably (the seed's crossover is 4 KiB).
+/// overhead than a second rail wins; on shaped 100 Mbit/s veth rails (scripts/netns-rails.sh)
+/// split lost at 64 KiB and won from 256 KiB, hence the crossover of 128 KiB. Providers with RDMA
+/// engines per rail (Tofu's TNIs) split far smaller messages profitably (the seed's crossover is
+/// 4 KiB).
 struct SizeDefaults {
     std::size_t crossover;
     std::size_t min_fragment;
@@ -68,7 +70,7 @@ struct SizeDefaults {
 
 SizeDefaults size_defaults(Provider provider) {
     if (to_string(provider) == "ucx") {
-        return {std::size_t{64} << 10, std::size_t{16} << 10};
+        return {std::size_t{128} << 10, std::size_t{16} << 10};
     }
     return {std::size_t{4} << 10, std::size_t{1} << 10};
 }
