@@ -142,6 +142,43 @@ TEST_CASE("init, post, wait and test never call MPI", "[mpi-free]") {
     CHECK(mpi_calls.load() == 0);
 }
 
+TEST_CASE("the neighbour exchange's start, wait and test never call MPI", "[mpi-free][neighbor]") {
+    int size = 0;
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    pmr::Communicator cart(MPI_COMM_WORLD, {size, 1}, {true, false});
+    std::vector<double> user_send(3 * 5000);
+    std::vector<double> user_recv(3 * 5000);
+    std::vector<double*> sends;
+    std::vector<double*> recvs;
+    for (std::size_t i = 0; i < 4; ++i) {
+        sends.push_back(user_send.data() + 3000 * i);
+        recvs.push_back(user_recv.data() + 3000 * i);
+    }
+    for (auto algorithm : {pmr::NeighborAlgorithm::direct, pmr::NeighborAlgorithm::split,
+                           pmr::NeighborAlgorithm::automatic}) {
+        INFO(pmr::to_string(algorithm));
+        pmr::NeighborOptions options;
+        options.algorithm = algorithm;
+        options.min_fragment_bytes = 1;
+        pmr::NeighborExchange<double> owned(cart, 1 << 14, options);
+        pmr::NeighborExchange<double> user(cart, 3000, sends, recvs, options);
+        owned.start();
+        user.start();
+        owned.wait();
+        user.wait();
+        MPI_Barrier(MPI_COMM_WORLD); // no set-up message in flight any more
+        mpi_calls = 0;
+        for (int i = 0; i < 200; ++i) {
+            owned.start();
+            user.start();
+            owned.wait();
+            while (!user.test()) {
+            }
+        }
+        CHECK(mpi_calls.load() == 0);
+    }
+}
+
 TEST_CASE("a worker thread's data path makes no MPI call while the main thread sets up",
           "[mpi-free][threads]") {
     // The contract under MPI_THREAD_FUNNELED: only the thread that makes the set-up calls calls

@@ -2,12 +2,14 @@
 /// @file exchange.cpp
 /// `pmr-bench exchange`: the halo exchange of stencil and lattice codes. Every rank of a Cartesian
 /// grid sends one message to and receives one from both neighbours in every distributed
-/// dimension, per iteration. pmr (owned and user windows) against MPI persistent send/recv,
+/// dimension, per iteration. pmr (owned and user windows, and the neighbour-exchange module with
+/// each algorithm) against MPI persistent send/recv,
 /// Isend/Irecv and the neighbourhood collective MPI_Neighbor_alltoallv (blocking, non-blocking and,
 /// where MPI has it, persistent), interleaved per sample.
 
 #include "exchange_variant.hpp"
 #include "mpi_exchange.hpp"
+#include "neighbor_exchange.hpp"
 
 #include <cstring>
 #include <vector>
@@ -172,6 +174,9 @@ public:
         }
         if (context.wants("pmr-user")) {
             add(std::make_unique<PmrExchange>(context, grid_, buffered_, false, tags_per_exchange));
+        }
+        for (auto& variant : neighbor_exchange_variants(grid_, buffered_, context)) {
+            add(std::move(variant));
         }
         for (auto& variant : mpi_exchange_variants(grid_, buffered_, context)) {
             // Neighbourhood collectives order blocks by direction, not by tag (see notes()).

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -64,6 +65,8 @@ void declare_common(Options& o, const std::string& default_sizes) {
     o.declare("provider", Arity::one, "NAME",
               "pmr provider for every connection (" + pmr::compiled_providers_string() +
                   "); default: pmr chooses");
+    o.declare("rails", Arity::one, "N",
+              "rails per connection of a provider with rails (sets PMR_RAILS; default: its own)");
     o.declare("buffer", Arity::one, "owned|user|both",
               "pmr windows in library-owned memory, over user buffers, or both", {"both"});
     o.declare("variants", Arity::many, "NAME...", "run only these variants (see the output)");
@@ -134,6 +137,19 @@ Context context_from(const Options& o) {
     MPI_Comm_rank(c.world, &c.rank);
     MPI_Comm_size(c.world, &c.size);
     c.provider = provider_option(o);
+    // Before any connection exists: the neighbour-exchange variants make their connections
+    // themselves and follow the environment, and rails are read from it once.
+    if (c.provider) {
+        setenv("PMR_PROVIDER", std::string(pmr::to_string(*c.provider)).c_str(), // NOLINT
+               1);
+    }
+    if (o.given("rails")) {
+        const long rails = o.integer("rails");
+        if (rails < 1) {
+            throw UsageError("--rails must be at least 1");
+        }
+        setenv("PMR_RAILS", std::to_string(rails).c_str(), 1); // NOLINT(concurrency-mt-unsafe)
+    }
     std::string buffer = o.value("buffer");
     if (buffer != "owned" && buffer != "user" && buffer != "both") {
         throw UsageError("--buffer must be owned, user or both");

@@ -9,6 +9,7 @@
 #include <pmr/connection.hpp>
 #include <pmr/error.hpp>
 #include <pmr/memory.hpp>
+#include <pmr/neighbor.hpp>
 #include <pmr/provider.hpp>
 #include <pmr/target.hpp>
 #include <pmr/window.hpp>
