@@ -794,9 +794,11 @@ void wait_all(const Waitable* windows, std::size_t count) {
 
 bool test_all(const Waitable* windows, std::size_t count) {
     require_posted(windows, count, "test");
+    // Every window is polled on every call: stopping at the first unfinished one would never
+    // progress the others, and two ranks could each wait for a window that needs the other's.
     bool all = true;
-    for (std::size_t i = 0; i < count && all; ++i) {
-        all = with_state(windows[i], [](auto& s) { return s.poll(); });
+    for (std::size_t i = 0; i < count; ++i) {
+        all = with_state(windows[i], [](auto& s) { return s.poll(); }) && all;
     }
     if (!all) {
         // The slow path of one window at a time (round robin by the stall count of the first).
