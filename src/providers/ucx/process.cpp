@@ -3,6 +3,7 @@
 
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
 #include <cerrno>
@@ -80,47 +81,13 @@ const UcxSettings& ucx_settings() {
     return s;
 }
 
-namespace {
-
-// The rails are created at the first use and kept until exit: a peer may connect to the worker
-// addresses of hello() before any connection of this process holds them. The holder's destructor
-// drops them at exit while UCX is still loaded; objects that outlive it keep their own reference.
-struct Holder {
-    std::mutex mutex;
-    std::shared_ptr<UcxProcess> rails;
-    static inline bool gone = false;
-    Holder() = default;
-    Holder(const Holder&) = delete;
-    Holder& operator=(const Holder&) = delete;
-    ~Holder() { gone = true; }
-};
-
-Holder& holder() {
-    static Holder h;
-    return h;
-}
-
-} // namespace
-
 std::shared_ptr<UcxProcess> UcxProcess::instance(const std::string& where) {
-    if (Holder::gone) {
-        raise<UsageError>("pmr objects created during exit", where);
-    }
-    Holder& h = holder();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    if (!h.rails) {
-        h.rails = std::make_shared<UcxProcess>(ucx_settings(), where);
-    }
-    return h.rails;
+    return rails::ProcessHolder<UcxProcess>::instance(
+        where, [&] { return std::make_shared<UcxProcess>(ucx_settings(), where); });
 }
 
 std::shared_ptr<UcxProcess> UcxProcess::existing() noexcept {
-    if (Holder::gone) {
-        return nullptr;
-    }
-    Holder& h = holder();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    return h.rails;
+    return rails::ProcessHolder<UcxProcess>::existing();
 }
 
 UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)

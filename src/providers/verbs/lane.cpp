@@ -4,6 +4,7 @@
 #include "base/backoff.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "rails/process_holder.hpp"
 
 #include <arpa/inet.h>
 #include <sys/mman.h>
@@ -500,21 +501,6 @@ const VerbsSettings& verbs_settings() {
 
 namespace {
 
-struct Holder {
-    std::mutex mutex;
-    std::shared_ptr<VerbsProcess> rails;
-    static inline bool gone = false;
-    Holder() = default;
-    Holder(const Holder&) = delete;
-    Holder& operator=(const Holder&) = delete;
-    ~Holder() { gone = true; }
-};
-
-Holder& holder() {
-    static Holder h;
-    return h;
-}
-
 std::string port_state_text(ibv_port_state state) {
     return ibv_port_state_str(state);
 }
@@ -534,24 +520,12 @@ int roce_gid_index(ibv_context* context, std::uint8_t port, int table_length) {
 } // namespace
 
 std::shared_ptr<VerbsProcess> VerbsProcess::instance(const std::string& where) {
-    if (Holder::gone) {
-        raise<UsageError>("pmr objects created during exit", where);
-    }
-    Holder& h = holder();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    if (!h.rails) {
-        h.rails = std::make_shared<VerbsProcess>(verbs_settings(), where);
-    }
-    return h.rails;
+    return rails::ProcessHolder<VerbsProcess>::instance(
+        where, [&] { return std::make_shared<VerbsProcess>(verbs_settings(), where); });
 }
 
 std::shared_ptr<VerbsProcess> VerbsProcess::existing() noexcept {
-    if (Holder::gone) {
-        return nullptr;
-    }
-    Holder& h = holder();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    return h.rails;
+    return rails::ProcessHolder<VerbsProcess>::existing();
 }
 
 VerbsProcess::VerbsProcess(const VerbsSettings& settings, const std::string& where) {
