@@ -3,8 +3,10 @@
 // open files and resident memory stay flat, whichever provider carries the connection.
 #include "support.hpp"
 
+#include <cstdlib>
 #include <dirent.h>
 #include <fstream>
+#include <string>
 #include <unistd.h>
 
 using namespace pmr_test;
@@ -89,8 +91,11 @@ void churn(bool use, int cycles) {
     // with every free; the optimised build, which CI runs too, checks it.
     WARN("resident memory not checked in a sanitizer build (its quarantine keeps freed memory)");
 #else
-    // A leak of a few hundred bytes per cycle would show as several hundred KiB here.
-    CHECK(resident_after <= resident + 512 * 1024);
+    // A leak of a few hundred bytes per cycle would show as several hundred KiB here. A variant
+    // may allow more (PMR_TEST_CHURN_KIB, e.g. UCX's unused windows: see tests/CMakeLists.txt).
+    const char* allowance = std::getenv("PMR_TEST_CHURN_KIB");
+    const std::size_t allowed_kib = allowance != nullptr ? std::stoul(allowance) : 512;
+    CHECK(resident_after <= resident + allowed_kib * 1024);
 #endif
 }
 

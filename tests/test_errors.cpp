@@ -133,6 +133,43 @@ TEST_CASE("a peer that never creates the matching window gives Timeout", "[error
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_CASE("a window whose partner the peer destroyed unused gives UsageError", "[errors]") {
+    REQUIRE(short_timeout);
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 23, 23));
+    c.establish();
+    if (r.me == 0) {
+        pmr::SendWindow<int> gone(c, 10); // send window #0, destroyed before its first use
+    }
+    MPI_Barrier(MPI_COMM_WORLD); // the withdrawal is on its way before rank 1 looks
+    if (r.me == 1) {
+        pmr::RecvWindow<int> orphan(c, 10); // receive window #0: its partner is gone
+        auto m = message_of<pmr::UsageError>([&] { orphan.init(); });
+        CHECK(m.find("destroyed its send window #0") != std::string::npos);
+        CHECK(m.find("peer 0") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // The connection goes on: the next pair (#1 on both sides) works.
+    if (r.me == 0) {
+        pmr::SendWindow<int> send(c, 10);
+        send.init();
+        for (int i = 0; i < 10; ++i) {
+            send[static_cast<std::size_t>(i)] = 7 * i;
+        }
+        send.post();
+        send.wait();
+    } else {
+        pmr::RecvWindow<int> recv(c, 10);
+        recv.init();
+        recv.post();
+        recv.wait();
+        for (int i = 0; i < 10; ++i) {
+            CHECK(recv[static_cast<std::size_t>(i)] == 7 * i);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("a wait the peer never answers gives Timeout naming peer and window", "[errors]") {
     Ranks r;
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 23, 23));

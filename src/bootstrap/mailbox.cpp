@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,8 @@ const char* kind_text(std::uint32_t kind) {
         return "receive window";
     case Kind::provider_hello:
         return "provider hello";
+    case Kind::withdrawn:
+        return "withdrawal";
     }
     return "unknown";
 }
@@ -107,6 +110,10 @@ struct PostOffice {
     std::mutex mutex;
     std::map<LinkKey, Ordinals> ordinals;
     std::map<InboxKey, Blob> inbox;
+    // Windows the peer withdrew, keyed by the peer's window kind and index (Kind::withdrawn), and
+    // what to run when the peer withdraws the window matching one this side withdrew.
+    std::set<InboxKey> withdrawn;
+    std::map<InboxKey, std::function<void()>> on_withdrawal;
     std::set<std::uint64_t> freed; ///< generations of communicators freed while pmr used them
     std::vector<Outgoing> outgoing;
     std::atomic<std::size_t> in_flight{0}; ///< outgoing.size(), readable without the mutex
@@ -124,6 +131,10 @@ struct PostOffice {
         };
         drop(ordinals, [](const LinkKey& k) { return k; });
         drop(inbox, [](const InboxKey& k) { return std::get<0>(k); });
+        for (auto it = withdrawn.begin(); it != withdrawn.end();) {
+            it = std::get<0>(std::get<0>(*it)) == generation ? withdrawn.erase(it) : std::next(it);
+        }
+        drop(on_withdrawal, [](const InboxKey& k) { return std::get<0>(k); });
         freed.insert(generation);
     }
 
@@ -168,7 +179,7 @@ struct PostOffice {
                     "ranks must run the same pmr version.");
             }
             if (h.kind < static_cast<std::uint32_t>(Kind::hello) ||
-                h.kind > static_cast<std::uint32_t>(Kind::provider_hello) || h.space > 1 ||
+                h.kind > static_cast<std::uint32_t>(Kind::withdrawn) || h.space > 1 ||
                 h.recv_tag < 0 || h.recv_tag > base) {
                 raise<BootstrapError>("a malformed pmr set-up message (kind " +
                                           std::to_string(h.kind) + ", space " +
@@ -178,6 +189,10 @@ struct PostOffice {
             data.erase(data.begin(), data.begin() + sizeof h);
             // The sender's send tag is our receive tag and its receive tag our send tag.
             const LinkKey link{generation, h.space, peer, h.recv_tag, status.MPI_TAG - base};
+            if (h.kind == static_cast<std::uint32_t>(Kind::withdrawn)) {
+                take_withdrawal(link, h, data, from);
+                continue;
+            }
             auto known = ordinals.find(link);
             if (known != ordinals.end() && known->second.retired(h.ordinal)) {
                 continue; // for a connection this side has destroyed already
@@ -189,6 +204,37 @@ struct PostOffice {
                                           " of connection #" + std::to_string(h.ordinal) + ")",
                                       from, "All ranks must run the same pmr version.");
             }
+        }
+    }
+
+    // The peer withdrew one of its windows: run what this side waits for on that, or remember it
+    // for this side's matching window (which then fails with a UsageError at its first use).
+    void take_withdrawal(const LinkKey& link, const Header& h, const Blob& data,
+                         const std::string& from) {
+        std::uint32_t window_kind = 0;
+        if (data.size() == sizeof window_kind) {
+            std::memcpy(&window_kind, data.data(), sizeof window_kind);
+        }
+        if (window_kind != static_cast<std::uint32_t>(Kind::send_window) &&
+            window_kind != static_cast<std::uint32_t>(Kind::recv_window)) {
+            raise<BootstrapError>("a malformed pmr set-up message (withdrawal of " +
+                                      std::to_string(data.size()) + " B, window kind " +
+                                      std::to_string(window_kind) + ")",
+                                  from, "All ranks must run the same pmr version.");
+        }
+        const InboxKey key{link, h.ordinal, window_kind, h.index};
+        auto waiting = on_withdrawal.find(key);
+        if (waiting != on_withdrawal.end()) {
+            auto run = std::move(waiting->second);
+            on_withdrawal.erase(waiting);
+            if (run) {
+                run();
+            }
+            return;
+        }
+        auto known = ordinals.find(link);
+        if (known == ordinals.end() || !known->second.retired(h.ordinal)) {
+            withdrawn.insert(key);
         }
     }
 
@@ -395,6 +441,11 @@ SetupLink::~SetupLink() {
          std::get<1>(it->first) == ordinal_;) {
         it = office.inbox.erase(it);
     }
+    for (auto it = office.withdrawn.lower_bound({link, ordinal_, 0, 0});
+         it != office.withdrawn.end() && std::get<0>(*it) == link &&
+         std::get<1>(*it) == ordinal_;) {
+        it = office.withdrawn.erase(it);
+    }
 }
 
 void SetupLink::check_alive() const {
@@ -436,6 +487,42 @@ void SetupLink::send(Kind kind, std::uint32_t index, const Blob& payload) {
     office.collect_sends();
 }
 
+void SetupLink::withdraw(Kind own, std::uint32_t index,
+                         std::function<void()> on_peer_withdrawn) noexcept {
+    auto& office = post_office();
+    const Kind peer_kind = own == Kind::send_window ? Kind::recv_window : Kind::send_window;
+    const PostOffice::InboxKey key{
+        PostOffice::LinkKey{generation_, space_, peer_, send_tag_, recv_tag_}, ordinal_,
+        static_cast<std::uint32_t>(peer_kind), index};
+    std::function<void()> run_now;
+    {
+        std::lock_guard<std::mutex> lock(office.mutex);
+        if (office.setup_thread.load(std::memory_order_relaxed) != std::this_thread::get_id() ||
+            !mpi_active() || office.freed.count(generation_) != 0) {
+            return;
+        }
+        try {
+            auto done = office.withdrawn.find(key);
+            if (done != office.withdrawn.end()) {
+                office.withdrawn.erase(done);
+                run_now = std::move(on_peer_withdrawn);
+            } else if (on_peer_withdrawn) {
+                office.on_withdrawal[key] = std::move(on_peer_withdrawn);
+            }
+        } catch (const std::bad_alloc&) { // NOLINT(bugprone-empty-catch): kept until exit then
+        }
+    }
+    try {
+        send(Kind::withdrawn, index, BlobWriter().put(static_cast<std::uint32_t>(own)).take());
+    } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
+        // The peer's matching window then waits for a description that never comes, as it
+        // would without the withdrawal (PMR_TIMEOUT ends that wait).
+    }
+    if (run_now) {
+        run_now();
+    }
+}
+
 void progress_sends() noexcept {
     auto& office = post_office();
     if (office.in_flight.load(std::memory_order_relaxed) == 0 ||
@@ -464,6 +551,18 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
     check_alive();
     office.collect_sends();
     office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
+    if ((kind == Kind::send_window || kind == Kind::recv_window) &&
+        office.withdrawn.count(key) != 0) {
+        raise<UsageError>(
+            "the peer destroyed its " + std::string(kind_text(static_cast<std::uint32_t>(kind))) +
+                " #" + std::to_string(index) + " without using it, so this side's window #" +
+                std::to_string(index) + " has no partner",
+            "rank " + std::to_string(own_rank_) + " -> peer " + std::to_string(peer_) +
+                ", send tag " + std::to_string(send_tag_) + ", recv tag " +
+                std::to_string(recv_tag_),
+            "Windows pair in creation order: both sides must create the k-th window of a "
+            "connection and use it, or both destroy it unused.");
+    }
     auto it = office.inbox.find(key);
     if (it == office.inbox.end()) {
         return std::nullopt;

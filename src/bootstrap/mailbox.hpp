@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,7 @@ enum class Kind : std::uint32_t {
     send_window = 2,    ///< a send window's description
     recv_window = 3,    ///< a receive window's description
     provider_hello = 4, ///< the provider's hello, when the provider was chosen at the handshake
+    withdrawn = 5,      ///< a window destroyed before it read the peer's description
 };
 
 /// How a receive() waits: where (for messages), the peer process to watch if on this node, and
@@ -99,7 +101,18 @@ public:
     Blob receive(Kind kind, std::uint32_t index, const WaitContext& context);
 
     /// The message if it has arrived; never waits.
+    /// @throws UsageError if the peer withdrew that window (destroyed it unused).
     std::optional<Blob> try_receive(Kind kind, std::uint32_t index);
+
+    /// Tells the peer that this side's window `index` of kind `own` (send_window or recv_window)
+    /// is gone without having read the peer's description, so that the peer's matching window
+    /// gets a clear UsageError instead of waiting, and the peer can free memory it kept for it.
+    /// `on_peer_withdrawn` (may be empty) runs once the peer's matching window is known to be
+    /// gone the same way -- at once if it is already, later from a set-up call of this process
+    /// (even after this link is destroyed), or never if the peer never withdraws it. Only from
+    /// the thread that makes set-up calls and while MPI runs; otherwise nothing is sent and
+    /// `on_peer_withdrawn` never runs. Never throws.
+    void withdraw(Kind own, std::uint32_t index, std::function<void()> on_peer_withdrawn) noexcept;
 
     /// What pmr knows of the peer without asking it: the communicator's node map, an earlier
     /// handshake with the same process (on any communicator), or the launcher's word that every

@@ -182,6 +182,7 @@ struct WindowState {
     bool checks = settings().checks; ///< PMR_CHECKS, read once
     std::atomic<bool> busy{false};   ///< in a call (tracked with PMR_CHECKS)
     bool active = false;
+    bool keys_taken = false; ///< the provider window was given the peer's description
     bool completed_once = false;
     std::uint32_t stalled_tests = 0;
     std::chrono::steady_clock::time_point stalled_since{};

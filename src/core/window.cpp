@@ -10,7 +10,9 @@
 #include <pmr/memory.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <type_traits>
@@ -29,6 +31,15 @@ std::string bytes_text(std::size_t bytes) {
 
 template <Side S>
 constexpr bool is_send = S == Side::send;
+
+// Windows of providers that keep what a peer that has not connected yet may still use (a receive
+// window's registered memory, a send window's credit cell) and free it when that peer withdraws.
+template <class W, class = void>
+struct keeps_for_peer : std::false_type {};
+template <class W>
+struct keeps_for_peer<W, std::void_t<decltype(std::declval<const W&>().withdrawal_key()),
+                                     decltype(W::peer_withdrew(std::uint64_t{}))>>
+    : std::true_type {};
 
 template <Side S>
 constexpr bootstrap::Kind own_kind =
@@ -256,8 +267,27 @@ template <Side S>
 WindowState<S>::~WindowState() {
     untrack(this);
     connection->forget(this);
+    // A window that never took the peer's description withdraws: the peer's matching window then
+    // fails clearly instead of waiting, and what is kept here for a peer that may still connect
+    // (memory, credit cells) is freed once the peer's side is known to be gone unused as well.
+    const bool withdraw = !keys_taken && !finalized && connection->needs_handshake();
+    std::function<void()> on_peer_withdrawn;
+    if (withdraw) {
+        std::visit(
+            [&](const auto& w) {
+                using W = std::decay_t<decltype(w)>;
+                if constexpr (keeps_for_peer<W>::value) {
+                    const std::uint64_t key = w.withdrawal_key();
+                    on_peer_withdrawn = [key] { W::peer_withdrew(key); };
+                }
+            },
+            native);
+    }
     // The provider window first: it may still wait for a copy into the buffer to finish.
     native = std::monostate{};
+    if (withdraw) {
+        connection->link().withdraw(own_kind<S>, index, std::move(on_peer_withdrawn));
+    }
     if (owned) {
         release(buffer);
     }
@@ -311,6 +341,7 @@ void WindowState<S>::activate() {
             using W =
                 std::conditional_t<is_send<S>, typename P::SendWindow, typename P::RecvWindow>;
             auto& native_connection = std::get<typename P::Connection>(connection->native());
+            keys_taken = true; // from here on the provider may have used the peer's keys
             std::get<W>(native).connect(native_connection, peer_blob, peer_bytes);
         });
         rails = connection->rails();

@@ -590,9 +590,14 @@ public:
         }
         process_->registry().remove(id_);
         // A sender that has not unpacked the keys yet may still do so, and some transports crash
-        // on keys of freed memory (UCX's shared memory): keep the memory until exit. A sender that
-        // may still write: likewise (a user buffer cannot be kept).
-        if (!answered || !sender_connected_.load(std::memory_order_acquire)) {
+        // on keys of freed memory (UCX's shared memory): keep the memory until the sender's side
+        // withdraws its window unused (Registry::peer_withdrew(id()), through set-up messages), or
+        // until exit. A sender that may still write: until exit (a user buffer cannot be kept).
+        if (answered && !sender_connected_.load(std::memory_order_acquire) && keep_for_sender()) {
+            debug_log("keeping the registered memory of a receive window until its sender "
+                      "withdraws [" +
+                      at() + "]");
+        } else if (!answered || !sender_connected_.load(std::memory_order_acquire)) {
             debug_log(std::string("keeping the registered memory of a receive window until exit: "
                                   "its sender ") +
                       (answered ? "has not connected" : "may still write into it") + " [" + at() +
@@ -605,6 +610,9 @@ public:
         }
         return answered;
     }
+
+    /// The key under which close() keeps memory for a sender that has not connected.
+    std::uint64_t id() const noexcept { return id_; }
 
     Blob describe(const Blob& provider_part) const {
         RecvDescription d{};
@@ -686,6 +694,21 @@ public:
     const std::shared_ptr<typename T::Memory>& allocation() const noexcept { return allocation_; }
 
 private:
+    // Hands the registered memory to the registry until the sender withdraws; false if it could
+    // not (then it is kept until exit).
+    bool keep_for_sender() noexcept {
+        try {
+            std::vector<std::shared_ptr<void>> memory;
+            memory.reserve(registrations_.size() + 2);
+            memory.emplace_back(inbox_memory_);
+            memory.insert(memory.end(), registrations_.begin(), registrations_.end());
+            memory.emplace_back(allocation_);
+            return process_->registry().keep_for_sender(id_, std::move(memory));
+        } catch (const std::bad_alloc&) {
+            return false;
+        }
+    }
+
     const std::string& at() const noexcept { return *where_; }
 
     // copy_channel::receive(), plus the pieces of a multi-rail round.

@@ -27,6 +27,39 @@ void Registry::remove(std::uint64_t id) noexcept {
     links_.erase(id);
 }
 
+bool Registry::keep_for_sender(std::uint64_t id,
+                               std::vector<std::shared_ptr<void>> memory) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+        awaiting_sender_[id] = std::move(memory);
+        return true;
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+}
+
+void Registry::peer_withdrew(std::uint64_t id) noexcept {
+    std::vector<std::shared_ptr<void>> memory;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto link = links_.find(id);
+        if (link != links_.end() && link->second.role == Link::Role::retired) {
+            release_cell_locked(link->second.cell);
+            links_.erase(link);
+        }
+        auto it = awaiting_sender_.find(id);
+        if (it == awaiting_sender_.end()) {
+            return;
+        }
+        memory = std::move(it->second);
+        awaiting_sender_.erase(it);
+    }
+    // In the order given (registrations before the memory they cover), outside the lock.
+    for (auto& m : memory) {
+        m.reset();
+    }
+}
+
 void Registry::retire(std::uint64_t id, const CreditCell& cell) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = links_.find(id);

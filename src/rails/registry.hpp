@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -36,6 +37,16 @@ public:
     /// progress.
     std::optional<Notice> handle(const Notice& notice, const void* data,
                                  std::size_t bytes) noexcept;
+
+    // Windows closed before their peer connected ----------------------------
+    /// Keeps `memory` (released in order) of receive window `id`, which a sender that has not
+    /// connected yet may still map, until peer_withdrew(id). Returns false if it cannot be kept
+    /// here (out of memory): the caller then keeps it until exit.
+    bool keep_for_sender(std::uint64_t id, std::vector<std::shared_ptr<void>> memory) noexcept;
+    /// The peer's window matching window `id` is gone without having read its keys (learnt from
+    /// the set-up messages): the memory kept for a receive window goes, and so does the credit
+    /// cell a retired send window kept for its receiver.
+    void peer_withdrew(std::uint64_t id) noexcept;
 
     // Credit cells -------------------------------------------------------------------------------
     /// A free cell, zeroed, or nothing (then the provider adds a chunk).
@@ -64,6 +75,7 @@ private:
     std::mutex mutex_; // links_, free_cells_
     std::map<std::uint64_t, Link> links_;
     std::vector<CreditCell> free_cells_;
+    std::map<std::uint64_t, std::vector<std::shared_ptr<void>>> awaiting_sender_;
 };
 
 } // namespace pmr::detail::rails

@@ -154,4 +154,24 @@ bool Tofu::RecvWindow::peer_gone() const noexcept {
     return state_->rails.sender_closed();
 }
 
+std::uint64_t Tofu::SendWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Tofu::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = TofuProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
+std::uint64_t Tofu::RecvWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Tofu::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = TofuProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
 } // namespace pmr::detail

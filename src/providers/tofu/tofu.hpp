@@ -92,6 +92,10 @@ struct Tofu {
         void post(const std::byte* data, const RailRange* ranges, std::size_t count);
         bool test();
         bool peer_gone() const noexcept;
+        /// Where close() keeps what a peer that has not connected may still use (rails::Registry).
+        std::uint64_t withdrawal_key() const noexcept;
+        /// The peer's window matching window `key` is gone unconnected: free what was kept.
+        static void peer_withdrew(std::uint64_t key) noexcept;
 
         struct State;
 
@@ -112,6 +116,10 @@ struct Tofu {
         bool test();
         std::size_t received_bytes() const noexcept;
         bool peer_gone() const noexcept;
+        /// Where close() keeps what a peer that has not connected may still use (rails::Registry).
+        std::uint64_t withdrawal_key() const noexcept;
+        /// The peer's window matching window `key` is gone unconnected: free what was kept.
+        static void peer_withdrew(std::uint64_t key) noexcept;
 
         struct State;
 

@@ -370,4 +370,24 @@ bool Ucx::RecvWindow::peer_gone() const noexcept {
     return state_->rails.sender_closed();
 }
 
+std::uint64_t Ucx::SendWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Ucx::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = UcxProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
+std::uint64_t Ucx::RecvWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Ucx::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = UcxProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
 } // namespace pmr::detail

@@ -241,4 +241,24 @@ bool Verbs::RecvWindow::peer_gone() const noexcept {
     return state_->rails.sender_closed();
 }
 
+std::uint64_t Verbs::SendWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Verbs::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = VerbsProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
+std::uint64_t Verbs::RecvWindow::withdrawal_key() const noexcept {
+    return state_ ? state_->rails.id() : 0;
+}
+
+void Verbs::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
+    if (auto process = VerbsProcess::existing()) {
+        process->registry().peer_withdrew(key);
+    }
+}
+
 } // namespace pmr::detail
