@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -408,4 +409,89 @@ TEST_CASE("PMR_NEIGHBOR_ALGORITHM overrides the options", "[neighbor][environmen
         CHECK(exchange.crossover_bytes() == 1024U);
     }
     ::unsetenv("PMR_NEIGHBOR_CROSSOVER");
+}
+
+TEST_CASE("automatic calibrates once and every rank makes the same choice",
+          "[neighbor][calibration]") {
+    // A 2D grid (a ring on 1 to 3 ranks): 4 messages per rank, large enough to be split on
+    // several rails. Calibration decides split or direct for all splittable messages at once.
+    const int size = world_size();
+    std::vector<int> dims = size % 2 == 0 && size > 2 ? std::vector<int>{2, size / 2}
+                                                      : std::vector<int>{size, 1};
+    pmr::Communicator cart(MPI_COMM_WORLD, dims, {true, true});
+    pmr::NeighborOptions options;
+    options.algorithm = Algorithm::automatic; // no crossover: calibrate
+    options.min_fragment_bytes = 1;
+    std::vector<std::vector<std::uint64_t>> results;
+    for (Algorithm algorithm : all_algorithms) {
+        pmr::NeighborOptions o = options;
+        o.algorithm = algorithm;
+        if (algorithm != Algorithm::automatic) {
+            o.crossover_bytes = 4096;
+        }
+        pmr::NeighborExchange<std::uint64_t> exchange(cart, 2048, o);
+        if (algorithm == Algorithm::automatic) {
+            INFO(exchange.describe());
+            // The choice as this rank made it: 1 split, 0 direct, -1 nothing splittable.
+            int choice = -1;
+            bool mixed = false;
+            for (std::size_t i = 0; i < exchange.size(); ++i) {
+                const int peer = exchange.neighbor_rank(i);
+                if (peer == MPI_PROC_NULL || peer == cart.rank() || exchange.rails() <= 1) {
+                    continue;
+                }
+                const int here = exchange.fragments(i) > 1 ? 1 : 0;
+                mixed = mixed || (choice != -1 && choice != here);
+                choice = here;
+            }
+            CHECK_FALSE(mixed);
+            const std::size_t crossover = exchange.crossover_bytes();
+            if (choice == 1) {
+                CHECK(crossover == 0);
+            } else if (choice == 0) {
+                CHECK(crossover == std::numeric_limits<std::size_t>::max());
+            }
+            std::vector<int> all(static_cast<std::size_t>(size));
+            MPI_Allgather(&choice, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+            for (int c : all) {
+                CHECK((c == -1 || choice == -1 || c == choice));
+            }
+        }
+        results.push_back(run_cartesian(exchange, cart, 3, false));
+    }
+    CHECK(results[0] == results[1]);
+    CHECK(results[0] == results[2]);
+}
+
+TEST_CASE("a calibrating rank and a rank with a given crossover refuse each other",
+          "[neighbor][calibration][errors]") {
+    const int size = world_size();
+    if (size % 2 == 1) {
+        return; // ring neighbours must alternate
+    }
+    const int me = world_rank();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    std::vector<pmr::Neighbor> neighbors = {{(me + 1) % size, 4, 4, 0, 1},
+                                            {(me + size - 1) % size, 4, 4, 1, 0}};
+    pmr::NeighborOptions options;
+    options.crossover_bytes = me % 2 == 0 ? 0 : 4096;
+    const auto what = message_of<pmr::ArgumentError>(
+        [&] { pmr::NeighborExchange<int> exchange(comm, neighbors, options); });
+    CHECK(what.find("PMR_NEIGHBOR_CALIBRATE") != std::string::npos);
+    CHECK(what.find("rank " + std::to_string(me)) != std::string::npos);
+}
+
+TEST_CASE("PMR_NEIGHBOR_CALIBRATE=0 takes the default crossover", "[neighbor][environment]") {
+    pmr::Communicator cart(MPI_COMM_WORLD, {world_size()}, {true});
+    ::setenv("PMR_NEIGHBOR_CALIBRATE", "0", 1);
+    {
+        pmr::NeighborExchange<int> exchange(cart, 16);
+        CHECK(exchange.crossover_bytes() != 0);
+        CHECK(exchange.crossover_bytes() != std::numeric_limits<std::size_t>::max());
+        exchange.start();
+        exchange.wait();
+    }
+    ::setenv("PMR_NEIGHBOR_CALIBRATE", "maybe", 1);
+    CHECK_THROWS_AS(pmr::NeighborExchange<int>(cart, 16), pmr::ArgumentError);
+    ::unsetenv("PMR_NEIGHBOR_CALIBRATE");
 }
