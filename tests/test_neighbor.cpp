@@ -20,13 +20,25 @@ using Algorithm = pmr::NeighborAlgorithm;
 constexpr Algorithm all_algorithms[] = {Algorithm::direct, Algorithm::split, Algorithm::automatic};
 
 /// Rails the UCX connections between ranks should have (PMR_RAILS), 1 for local providers.
+/// Rails the connections between ranks should have: PMR_RAILS for UCX, the TNIs for tofu
+/// (PMR_TOFU_TNIS, else 4 for the models off and k, 6 for fugaku), 1 for local providers.
 std::size_t expected_rails() {
     const auto provider = environment("PMR_PROVIDER");
-    if (world_size() == 1 || !provider || *provider != "ucx") {
+    if (world_size() == 1 || !provider) {
         return 1;
     }
-    const auto rails = environment("PMR_RAILS");
-    return rails ? std::stoul(*rails) : 1;
+    if (*provider == "ucx") {
+        const auto rails = environment("PMR_RAILS");
+        return rails ? std::stoul(*rails) : 1;
+    }
+    if (*provider == "tofu") {
+        if (const auto tnis = environment("PMR_TOFU_TNIS")) {
+            return std::stoul(*tnis);
+        }
+        const auto model = environment("PMR_TOFU_MODEL");
+        return model && (*model == "off" || *model == "k") ? 4 : 6;
+    }
+    return 1;
 }
 
 /// The element that `sender` puts at `element` of its message in direction `index` in `round`:
@@ -306,6 +318,81 @@ TEST_CASE("user buffers and explicit neighbour lists", "[neighbor][explicit]") {
     }
 }
 
+TEST_CASE("six messages per rank on a ring: the same bytes with every algorithm",
+          "[neighbor][explicit][six]") {
+    // Three messages to each ring neighbour, of different sizes (the largest split on every rail,
+    // the smallest into fewer fragments than rails or none), over user buffers: 6 messages per
+    // rank, the seed's 3D case on a ring that 3 ranks can run. The received bytes must not
+    // depend on the algorithm.
+    const int size = world_size();
+    const int me = world_rank();
+    const int next = (me + 1) % size;
+    const int prev = (me + size - 1) % size;
+    const std::size_t counts[3] = {5, 1000, 65536 + 13}; // elements of 8 bytes
+    std::vector<pmr::Neighbor> neighbors;
+    for (int k = 0; k < 3; ++k) {
+        const std::size_t c = counts[k];
+        // To next with tags (2k, 2k+1); the next rank lists this rank as prev with them swapped.
+        neighbors.push_back({next, c, c + 1, 2 * k, 2 * k + 1});
+        neighbors.push_back({prev, c + 1, c, 2 * k + 1, 2 * k});
+    }
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const std::size_t rails = expected_rails();
+    std::vector<std::vector<std::uint64_t>> results;
+    for (Algorithm algorithm : all_algorithms) {
+        INFO(pmr::to_string(algorithm));
+        std::vector<std::vector<std::uint64_t>> send(neighbors.size()), recv(neighbors.size());
+        std::vector<std::uint64_t*> send_pointers, recv_pointers;
+        for (std::size_t i = 0; i < neighbors.size(); ++i) {
+            send[i].resize(neighbors[i].send_count);
+            recv[i].resize(neighbors[i].recv_count, 7);
+            send_pointers.push_back(send[i].data());
+            recv_pointers.push_back(recv[i].data());
+        }
+        pmr::NeighborOptions options = options_for(algorithm, 0);
+        options.min_fragment_bytes = 1024; // the 40-byte messages stay whole
+        options.crossover_bytes = 16384;   // automatic: only the largest message is split
+        pmr::NeighborExchange<std::uint64_t> exchange(comm, neighbors, send_pointers, recv_pointers,
+                                                      options);
+        INFO(exchange.describe());
+        CHECK(exchange.rails() == rails);
+        for (std::size_t i = 0; i < neighbors.size(); ++i) {
+            const std::size_t bytes = neighbors[i].send_count * sizeof(std::uint64_t);
+            std::size_t expected = 1;
+            if (rails > 1 && (algorithm == Algorithm::split ||
+                              (algorithm == Algorithm::automatic && bytes >= 16384))) {
+                expected = std::max<std::size_t>(1, std::min(rails, bytes / 1024));
+            }
+            CHECK(exchange.fragments(i) == expected);
+        }
+        std::vector<std::uint64_t> received;
+        for (int round = 1; round <= 3; ++round) {
+            for (std::size_t i = 0; i < neighbors.size(); ++i) {
+                for (std::size_t e = 0; e < send[i].size(); ++e) {
+                    send[i][e] = value(me, i, e, round);
+                }
+            }
+            exchange.start();
+            exchange.wait();
+            received.clear();
+            for (std::size_t i = 0; i < neighbors.size(); ++i) {
+                // Entry i (to next for even i) pairs with the peer's entry i ^ 1.
+                const int from = i % 2 == 0 ? next : prev;
+                std::size_t wrong = 0;
+                for (std::size_t e = 0; e < recv[i].size(); ++e) {
+                    wrong += recv[i][e] != value(from, i ^ 1U, e, round) ? 1 : 0;
+                }
+                INFO("neighbour " << i << " round " << round);
+                CHECK(wrong == 0);
+                received.insert(received.end(), recv[i].begin(), recv[i].end());
+            }
+        }
+        results.push_back(received);
+    }
+    CHECK(results[0] == results[1]);
+    CHECK(results[0] == results[2]);
+}
+
 TEST_CASE("one-rail connections send every message whole", "[neighbor][one-rail]") {
     if (expected_rails() > 1) {
         return; // the rail runs check the split; this case is about shm and self
@@ -416,8 +503,8 @@ TEST_CASE("automatic calibrates once and every rank makes the same choice",
     // A 2D grid (a ring on 1 to 3 ranks): 4 messages per rank, large enough to be split on
     // several rails. Calibration decides split or direct for all splittable messages at once.
     const int size = world_size();
-    std::vector<int> dims = size % 2 == 0 && size > 2 ? std::vector<int>{2, size / 2}
-                                                      : std::vector<int>{size, 1};
+    std::vector<int> dims =
+        size % 2 == 0 && size > 2 ? std::vector<int>{2, size / 2} : std::vector<int>{size, 1};
     pmr::Communicator cart(MPI_COMM_WORLD, dims, {true, true});
     pmr::NeighborOptions options;
     options.algorithm = Algorithm::automatic; // no crossover: calibrate
