@@ -57,13 +57,9 @@ namespace {
 
 constexpr std::uint64_t header_magic = 0x706d722d6e626802; // "pmr-nbh" and a version
 constexpr std::size_t header_words = 9;
-/// Calibration: batches per algorithm and rounds per batch (after one warm-up round each), and
-/// at most this many flooding rounds to agree on the result (the diameter of the neighbour graph
-/// it reaches; a 3D torus of 64^3 ranks has diameter 96, but every rank of a connected graph
-/// still agrees with its neighbours' neighbourhoods).
+/// Calibration: batches per algorithm and rounds per batch (after one warm-up round each).
 constexpr int calibration_batches = 3;
 constexpr int calibration_rounds = 2;
-constexpr std::size_t max_flood_rounds = 64;
 constexpr std::size_t buffer_alignment = 64;
 
 /// Defaults when neither the options, the environment nor the calibration (automatic's default)
@@ -578,13 +574,14 @@ void NeighborCore::State::round() {
 }
 
 // The element-wise maximum of `values` over every rank connected to this one through neighbour
-// links (all ranks of the exchange if its neighbour graph is connected and its diameter is at
-// most the number of flooding rounds): each round sends the current maxima to every neighbour
-// over the header windows and keeps the larger values received. Every rank of the communicator
-// runs the same number of rounds (a function of its size), so the header windows stay paired.
+// links: each round sends the current maxima to every neighbour over the header windows and keeps
+// the larger values received. After comm size - 1 rounds (at least the diameter of any connected
+// neighbour graph) every rank of a connected part holds the same maxima, which the calibration
+// needs: whether it runs at all must be the same on both ends of every link, or one would wait
+// for rounds the other never starts. Every rank runs the same number of rounds (a function of the
+// communicator's size), so the header windows stay paired.
 std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint64_t> values) {
-    const std::size_t rounds =
-        std::min<std::size_t>(max_flood_rounds, static_cast<std::size_t>(comm_size - 1));
+    const auto rounds = static_cast<std::size_t>(comm_size - 1);
     std::vector<Waitable> list;
     for (std::size_t r = 0; r < rounds && !links.empty(); ++r) {
         list.clear();
