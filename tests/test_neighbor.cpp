@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -19,13 +20,25 @@ using Algorithm = pmr::NeighborAlgorithm;
 constexpr Algorithm all_algorithms[] = {Algorithm::direct, Algorithm::split, Algorithm::automatic};
 
 /// Rails the UCX connections between ranks should have (PMR_RAILS), 1 for local providers.
+/// Rails the connections between ranks should have: PMR_RAILS for UCX, the TNIs for tofu
+/// (PMR_TOFU_TNIS, else 4 for the models off and k, 6 for fugaku), 1 for local providers.
 std::size_t expected_rails() {
     const auto provider = environment("PMR_PROVIDER");
-    if (world_size() == 1 || !provider || *provider != "ucx") {
+    if (world_size() == 1 || !provider) {
         return 1;
     }
-    const auto rails = environment("PMR_RAILS");
-    return rails ? std::stoul(*rails) : 1;
+    if (*provider == "ucx") {
+        const auto rails = environment("PMR_RAILS");
+        return rails ? std::stoul(*rails) : 1;
+    }
+    if (*provider == "tofu") {
+        if (const auto tnis = environment("PMR_TOFU_TNIS")) {
+            return std::stoul(*tnis);
+        }
+        const auto model = environment("PMR_TOFU_MODEL");
+        return model && (*model == "off" || *model == "k") ? 4 : 6;
+    }
+    return 1;
 }
 
 /// The element that `sender` puts at `element` of its message in direction `index` in `round`:
@@ -305,6 +318,81 @@ TEST_CASE("user buffers and explicit neighbour lists", "[neighbor][explicit]") {
     }
 }
 
+TEST_CASE("six messages per rank on a ring: the same bytes with every algorithm",
+          "[neighbor][explicit][six]") {
+    // Three messages to each ring neighbour, of different sizes (the largest split on every rail,
+    // the smallest into fewer fragments than rails or none), over user buffers: 6 messages per
+    // rank, the seed's 3D case on a ring that 3 ranks can run. The received bytes must not
+    // depend on the algorithm.
+    const int size = world_size();
+    const int me = world_rank();
+    const int next = (me + 1) % size;
+    const int prev = (me + size - 1) % size;
+    const std::size_t counts[3] = {5, 1000, 65536 + 13}; // elements of 8 bytes
+    std::vector<pmr::Neighbor> neighbors;
+    for (int k = 0; k < 3; ++k) {
+        const std::size_t c = counts[k];
+        // To next with tags (2k, 2k+1); the next rank lists this rank as prev with them swapped.
+        neighbors.push_back({next, c, c + 1, 2 * k, 2 * k + 1});
+        neighbors.push_back({prev, c + 1, c, 2 * k + 1, 2 * k});
+    }
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const std::size_t rails = expected_rails();
+    std::vector<std::vector<std::uint64_t>> results;
+    for (Algorithm algorithm : all_algorithms) {
+        INFO(pmr::to_string(algorithm));
+        std::vector<std::vector<std::uint64_t>> send(neighbors.size()), recv(neighbors.size());
+        std::vector<std::uint64_t*> send_pointers, recv_pointers;
+        for (std::size_t i = 0; i < neighbors.size(); ++i) {
+            send[i].resize(neighbors[i].send_count);
+            recv[i].resize(neighbors[i].recv_count, 7);
+            send_pointers.push_back(send[i].data());
+            recv_pointers.push_back(recv[i].data());
+        }
+        pmr::NeighborOptions options = options_for(algorithm, 0);
+        options.min_fragment_bytes = 1024; // the 40-byte messages stay whole
+        options.crossover_bytes = 16384;   // automatic: only the largest message is split
+        pmr::NeighborExchange<std::uint64_t> exchange(comm, neighbors, send_pointers, recv_pointers,
+                                                      options);
+        INFO(exchange.describe());
+        CHECK(exchange.rails() == rails);
+        for (std::size_t i = 0; i < neighbors.size(); ++i) {
+            const std::size_t bytes = neighbors[i].send_count * sizeof(std::uint64_t);
+            std::size_t expected = 1;
+            if (rails > 1 && (algorithm == Algorithm::split ||
+                              (algorithm == Algorithm::automatic && bytes >= 16384))) {
+                expected = std::max<std::size_t>(1, std::min(rails, bytes / 1024));
+            }
+            CHECK(exchange.fragments(i) == expected);
+        }
+        std::vector<std::uint64_t> received;
+        for (int round = 1; round <= 3; ++round) {
+            for (std::size_t i = 0; i < neighbors.size(); ++i) {
+                for (std::size_t e = 0; e < send[i].size(); ++e) {
+                    send[i][e] = value(me, i, e, round);
+                }
+            }
+            exchange.start();
+            exchange.wait();
+            received.clear();
+            for (std::size_t i = 0; i < neighbors.size(); ++i) {
+                // Entry i (to next for even i) pairs with the peer's entry i ^ 1.
+                const int from = i % 2 == 0 ? next : prev;
+                std::size_t wrong = 0;
+                for (std::size_t e = 0; e < recv[i].size(); ++e) {
+                    wrong += recv[i][e] != value(from, i ^ 1U, e, round) ? 1 : 0;
+                }
+                INFO("neighbour " << i << " round " << round);
+                CHECK(wrong == 0);
+                received.insert(received.end(), recv[i].begin(), recv[i].end());
+            }
+        }
+        results.push_back(received);
+    }
+    CHECK(results[0] == results[1]);
+    CHECK(results[0] == results[2]);
+}
+
 TEST_CASE("one-rail connections send every message whole", "[neighbor][one-rail]") {
     if (expected_rails() > 1) {
         return; // the rail runs check the split; this case is about shm and self
@@ -408,4 +496,89 @@ TEST_CASE("PMR_NEIGHBOR_ALGORITHM overrides the options", "[neighbor][environmen
         CHECK(exchange.crossover_bytes() == 1024U);
     }
     ::unsetenv("PMR_NEIGHBOR_CROSSOVER");
+}
+
+TEST_CASE("automatic calibrates once and every rank makes the same choice",
+          "[neighbor][calibration]") {
+    // A 2D grid (a ring on 1 to 3 ranks): 4 messages per rank, large enough to be split on
+    // several rails. Calibration decides split or direct for all splittable messages at once.
+    const int size = world_size();
+    std::vector<int> dims =
+        size % 2 == 0 && size > 2 ? std::vector<int>{2, size / 2} : std::vector<int>{size, 1};
+    pmr::Communicator cart(MPI_COMM_WORLD, dims, {true, true});
+    pmr::NeighborOptions options;
+    options.algorithm = Algorithm::automatic; // no crossover: calibrate
+    options.min_fragment_bytes = 1;
+    std::vector<std::vector<std::uint64_t>> results;
+    for (Algorithm algorithm : all_algorithms) {
+        pmr::NeighborOptions o = options;
+        o.algorithm = algorithm;
+        if (algorithm != Algorithm::automatic) {
+            o.crossover_bytes = 4096;
+        }
+        pmr::NeighborExchange<std::uint64_t> exchange(cart, 2048, o);
+        if (algorithm == Algorithm::automatic) {
+            INFO(exchange.describe());
+            // The choice as this rank made it: 1 split, 0 direct, -1 nothing splittable.
+            int choice = -1;
+            bool mixed = false;
+            for (std::size_t i = 0; i < exchange.size(); ++i) {
+                const int peer = exchange.neighbor_rank(i);
+                if (peer == MPI_PROC_NULL || peer == cart.rank() || exchange.rails() <= 1) {
+                    continue;
+                }
+                const int here = exchange.fragments(i) > 1 ? 1 : 0;
+                mixed = mixed || (choice != -1 && choice != here);
+                choice = here;
+            }
+            CHECK_FALSE(mixed);
+            const std::size_t crossover = exchange.crossover_bytes();
+            if (choice == 1) {
+                CHECK(crossover == 0);
+            } else if (choice == 0) {
+                CHECK(crossover == std::numeric_limits<std::size_t>::max());
+            }
+            std::vector<int> all(static_cast<std::size_t>(size));
+            MPI_Allgather(&choice, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+            for (int c : all) {
+                CHECK((c == -1 || choice == -1 || c == choice));
+            }
+        }
+        results.push_back(run_cartesian(exchange, cart, 3, false));
+    }
+    CHECK(results[0] == results[1]);
+    CHECK(results[0] == results[2]);
+}
+
+TEST_CASE("a calibrating rank and a rank with a given crossover refuse each other",
+          "[neighbor][calibration][errors]") {
+    const int size = world_size();
+    if (size % 2 == 1) {
+        return; // ring neighbours must alternate
+    }
+    const int me = world_rank();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    std::vector<pmr::Neighbor> neighbors = {{(me + 1) % size, 4, 4, 0, 1},
+                                            {(me + size - 1) % size, 4, 4, 1, 0}};
+    pmr::NeighborOptions options;
+    options.crossover_bytes = me % 2 == 0 ? 0 : 4096;
+    const auto what = message_of<pmr::ArgumentError>(
+        [&] { pmr::NeighborExchange<int> exchange(comm, neighbors, options); });
+    CHECK(what.find("PMR_NEIGHBOR_CALIBRATE") != std::string::npos);
+    CHECK(what.find("rank " + std::to_string(me)) != std::string::npos);
+}
+
+TEST_CASE("PMR_NEIGHBOR_CALIBRATE=0 takes the default crossover", "[neighbor][environment]") {
+    pmr::Communicator cart(MPI_COMM_WORLD, {world_size()}, {true});
+    ::setenv("PMR_NEIGHBOR_CALIBRATE", "0", 1);
+    {
+        pmr::NeighborExchange<int> exchange(cart, 16);
+        CHECK(exchange.crossover_bytes() != 0);
+        CHECK(exchange.crossover_bytes() != std::numeric_limits<std::size_t>::max());
+        exchange.start();
+        exchange.wait();
+    }
+    ::setenv("PMR_NEIGHBOR_CALIBRATE", "maybe", 1);
+    CHECK_THROWS_AS(pmr::NeighborExchange<int>(cart, 16), pmr::ArgumentError);
+    ::unsetenv("PMR_NEIGHBOR_CALIBRATE");
 }

@@ -54,8 +54,17 @@ struct NeighborOptions {
     /// overrides it.
     NeighborAlgorithm algorithm = NeighborAlgorithm::automatic;
     /// automatic: messages of at least this many bytes are split. 0: `PMR_NEIGHBOR_CROSSOVER`
-    /// (bytes, suffixes K and M allowed), else a default per provider.
+    /// (bytes, suffixes K and M allowed), else the calibration (below), else a default per
+    /// provider.
     std::size_t crossover_bytes = 0;
+    /// automatic without a crossover: time a few rounds of direct and of split at construction
+    /// (over the exchange's own windows, so the trial moves whatever the buffers hold and writes
+    /// the receive buffers) and take the faster for every message that can be split; all ranks
+    /// connected through neighbours agree on the choice (the slowest rank's times decide). Costs
+    /// (communicator size - 1) rounds of 16 bytes at set-up and, if some rank has a message to
+    /// split, 14 rounds of the exchange and as many small rounds again.
+    /// `PMR_NEIGHBOR_CALIBRATE=0` turns it off like false here. Every rank must give the same.
+    bool calibrate = true;
     /// split and automatic: no fragment is made smaller than this; a message that cannot give
     /// every rail a fragment this large is cut into fewer fragments. 0:
     /// `PMR_NEIGHBOR_MIN_FRAGMENT`, else a default per provider.
@@ -234,7 +243,8 @@ public:
     std::size_t rails() const noexcept { return core_.rails(); }
     /// Steps of the split schedule (0 if nothing is split).
     std::size_t steps() const noexcept { return core_.steps(); }
-    /// Crossover of automatic in bytes, as agreed with the neighbours.
+    /// Crossover of automatic in bytes, as agreed with the neighbours; after a calibration 0 if it
+    /// chose split (every message that can be split is) and SIZE_MAX if it chose direct.
     std::size_t crossover_bytes() const noexcept { return core_.crossover_bytes(); }
     /// Summary for logs: neighbours, rails, algorithm per message.
     std::string describe() const { return core_.describe(); }

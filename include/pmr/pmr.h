@@ -62,6 +62,8 @@ typedef struct pmr_communicator_s* pmr_communicator;
 typedef struct pmr_allreduce_s* pmr_allreduce;
 /** A persistent barrier (pmr::Barrier). */
 typedef struct pmr_barrier_s* pmr_barrier;
+/** A persistent neighbour exchange (pmr::NeighborExchange). */
+typedef struct pmr_neighbor_exchange_s* pmr_neighbor_exchange;
 /* NOLINTEND(modernize-use-using) */
 
 /** Message of the calling thread's last failed call; "" if none failed yet. Valid until the next
@@ -213,6 +215,80 @@ int pmr_barrier_test(pmr_barrier b, int* done);
 /** start + wait. */
 int pmr_barrier_run(pmr_barrier b);
 int pmr_barrier_destroy(pmr_barrier* b);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Neighbour exchange (README.md, "The neighbour exchange")                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Algorithms (PMR_NEIGHBOR_AUTOMATIC lets PMR_NEIGHBOR_ALGORITHM, the crossover or a set-up
+ * calibration decide; see pmr::NeighborOptions). */
+#define PMR_NEIGHBOR_AUTOMATIC 0
+#define PMR_NEIGHBOR_DIRECT 1 /**< every message whole, on rail i mod n */
+#define PMR_NEIGHBOR_SPLIT 2  /**< every message cut into one fragment per rail (Morie & Nanri) */
+
+/* NOLINTBEGIN(modernize-use-using): a C header */
+/** Settings of a neighbour exchange (pmr::NeighborOptions); pmr_neighbor_options_init() fills in
+ *  the defaults. Every rank must give the same algorithm, crossover and calibrate setting. */
+typedef struct pmr_neighbor_options {
+    int algorithm;             /**< PMR_NEIGHBOR_* */
+    size_t crossover_bytes;    /**< automatic: split from this size on; 0: environment/calibrate */
+    size_t min_fragment_bytes; /**< no fragment smaller; 0: PMR_NEIGHBOR_MIN_FRAGMENT or default */
+    int calibrate;             /**< automatic without a crossover: nonzero times both at creation */
+    int tag_offset; /**< Cartesian exchanges: added to the tags (several exchanges between ranks) */
+} pmr_neighbor_options;
+
+/** One neighbour of an explicit list (pmr::Neighbor): the neighbour lists this rank with the
+ *  counts and the tags swapped. rank MPI_PROC_NULL exchanges nothing. Counts are in elements. */
+typedef struct pmr_neighbor {
+    int rank;
+    size_t send_count; /**< elements sent to the neighbour */
+    size_t recv_count; /**< elements received from it */
+    int send_tag;
+    int recv_tag;
+} pmr_neighbor;
+/* NOLINTEND(modernize-use-using) */
+
+/** Defaults: automatic, sizes from the environment or the provider, calibration on, tag offset
+ *  0. Does nothing for NULL. */
+void pmr_neighbor_options_init(pmr_neighbor_options* options);
+
+/** Both neighbours of every dimension of the Cartesian communicator `c` (neighbour 2*d for
+ *  direction -1, 2*d+1 for +1, the same rules as pmr_communicator_neighbor): counts[i] elements
+ *  of `element_size` bytes go to neighbour i (2 * ndims entries; every rank gives the same list).
+ *  `send` and `recv` both NULL: library-owned buffers (pmr_neighbor_exchange_send_data); else
+ *  arrays of 2 * ndims buffers that outlive the exchange. `options` NULL: the defaults.
+ *  Collective over `c`. PMR_ERR_USAGE without a grid; PMR_ERR_SIZE or PMR_ERR_ARGUMENT on both
+ *  ends if a neighbour disagrees. */
+int pmr_neighbor_exchange_create_cart(pmr_communicator c, const size_t* counts, size_t element_size,
+                                      void* const* send, void* const* recv,
+                                      const pmr_neighbor_options* options,
+                                      pmr_neighbor_exchange* result);
+/** An explicit list of `count` neighbours; buffers and options as above (one buffer per
+ *  neighbour and side). Collective over the listed neighbours. */
+int pmr_neighbor_exchange_create(pmr_communicator c, const pmr_neighbor* neighbors, size_t count,
+                                 size_t element_size, void* const* send, void* const* recv,
+                                 const pmr_neighbor_options* options,
+                                 pmr_neighbor_exchange* result);
+/** Number of neighbours (null ones included). */
+int pmr_neighbor_exchange_size(pmr_neighbor_exchange x, size_t* size);
+/** Buffer of the message to / from neighbour i; NULL for a NULL handle or a bad index. */
+void* pmr_neighbor_exchange_send_data(pmr_neighbor_exchange x, size_t i);
+void* pmr_neighbor_exchange_recv_data(pmr_neighbor_exchange x, size_t i);
+/** Rank of neighbour i (MPI_PROC_NULL for none). */
+int pmr_neighbor_exchange_neighbor_rank(pmr_neighbor_exchange x, size_t i, int* rank);
+/** What neighbour i's message uses: PMR_NEIGHBOR_DIRECT or PMR_NEIGHBOR_SPLIT, and its fragments
+ *  (0 for none, 1 when whole); either pointer may be NULL. */
+int pmr_neighbor_exchange_message(pmr_neighbor_exchange x, size_t i, int* algorithm,
+                                  size_t* fragments);
+/** Largest rail count of the exchange's connections. */
+int pmr_neighbor_exchange_rails(pmr_neighbor_exchange x, size_t* rails);
+/** Starts a round: send buffers are pmr's until wait returns, receive buffers from start on. */
+int pmr_neighbor_exchange_start(pmr_neighbor_exchange x);
+int pmr_neighbor_exchange_wait(pmr_neighbor_exchange x);
+int pmr_neighbor_exchange_test(pmr_neighbor_exchange x, int* done);
+/** start + wait. */
+int pmr_neighbor_exchange_run(pmr_neighbor_exchange x);
+int pmr_neighbor_exchange_destroy(pmr_neighbor_exchange* x);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -33,6 +33,9 @@ struct pmr_allreduce_s {
 struct pmr_barrier_s {
     pmr::detail::CollectiveCore core;
 };
+struct pmr_neighbor_exchange_s {
+    pmr::detail::NeighborCore core;
+};
 
 namespace {
 
@@ -557,6 +560,206 @@ int pmr_barrier_run(pmr_barrier b) {
 
 int pmr_barrier_destroy(pmr_barrier* b) {
     return destroy("pmr_barrier_destroy", b);
+}
+
+// ---- Neighbour exchange ----------------------------------------------------------------------
+
+void pmr_neighbor_options_init(pmr_neighbor_options* options) {
+    if (options == nullptr) {
+        return;
+    }
+    const pmr::NeighborOptions defaults;
+    options->algorithm = PMR_NEIGHBOR_AUTOMATIC;
+    options->crossover_bytes = defaults.crossover_bytes;
+    options->min_fragment_bytes = defaults.min_fragment_bytes;
+    options->calibrate = defaults.calibrate ? 1 : 0;
+    options->tag_offset = defaults.tag_offset;
+}
+
+} // extern "C"
+
+namespace {
+
+pmr::NeighborOptions neighbor_options(const pmr_neighbor_options* options, const char* function) {
+    pmr::NeighborOptions result;
+    if (options == nullptr) {
+        return result;
+    }
+    constexpr pmr::NeighborAlgorithm algorithms[] = {pmr::NeighborAlgorithm::automatic,
+                                                     pmr::NeighborAlgorithm::direct,
+                                                     pmr::NeighborAlgorithm::split};
+    result.algorithm = algorithms[enumerator<int>(options->algorithm, 2, "algorithm", function)];
+    result.crossover_bytes = options->crossover_bytes;
+    result.min_fragment_bytes = options->min_fragment_bytes;
+    result.calibrate = options->calibrate != 0;
+    result.tag_offset = options->tag_offset;
+    return result;
+}
+
+/// The buffer lists of a create call: both NULL (library-owned) or `count` entries each.
+void neighbor_buffers(void* const* send, void* const* recv, std::size_t count, const char* function,
+                      std::vector<void*>& send_list, std::vector<void*>& recv_list) {
+    if ((send == nullptr) != (recv == nullptr)) {
+        pmr::detail::raise<pmr::ArgumentError>(
+            "one of the buffer arrays `send` and `recv` is NULL and the other is not", function,
+            "Pass both (user buffers) or neither (library-owned buffers).");
+    }
+    if (send != nullptr) {
+        send_list.assign(send, send + count);
+        recv_list.assign(recv, recv + count);
+    }
+}
+
+pmr::detail::NeighborCore& exchange_of(pmr_neighbor_exchange x, const char* function) {
+    return deref(x, "neighbor_exchange", function).core;
+}
+
+} // namespace
+
+extern "C" {
+
+int pmr_neighbor_exchange_create_cart(pmr_communicator c, const size_t* counts, size_t element_size,
+                                      void* const* send, void* const* recv,
+                                      const pmr_neighbor_options* options,
+                                      pmr_neighbor_exchange* result) {
+    constexpr const char* function = "pmr_neighbor_exchange_create_cart";
+    return guarded(function, [&] {
+        pmr_neighbor_exchange& handle = out(result, "result", function);
+        handle = nullptr;
+        const pmr::Communicator& comm = communicator_of(c, function);
+        const pmr::NeighborOptions o = neighbor_options(options, function);
+        if (counts == nullptr) {
+            pmr::detail::raise<pmr::ArgumentError>(
+                "the counts array is NULL", function,
+                "Pass 2 * ndims counts: neighbour 2*d is direction -1, 2*d+1 is +1.");
+        }
+        if (comm.dimensions() == 0) {
+            pmr::detail::raise<pmr::UsageError>(
+                "the communicator has no Cartesian grid", function,
+                "Create it with pmr_communicator_create(comm, ndims, dims, periods, ...), or use "
+                "pmr_neighbor_exchange_create with a neighbour list.");
+        }
+        const std::size_t n = 2 * static_cast<std::size_t>(comm.dimensions());
+        const std::vector<std::size_t> count_list(counts, counts + n);
+        std::vector<void*> send_list;
+        std::vector<void*> recv_list;
+        neighbor_buffers(send, recv, n, function, send_list, recv_list);
+        handle = new pmr_neighbor_exchange_s{pmr::detail::NeighborCore(
+            comm, pmr::detail::cartesian_neighbors(comm, count_list, o.tag_offset), element_size,
+            send_list, recv_list, o)};
+    });
+}
+
+int pmr_neighbor_exchange_create(pmr_communicator c, const pmr_neighbor* neighbors, size_t count,
+                                 size_t element_size, void* const* send, void* const* recv,
+                                 const pmr_neighbor_options* options,
+                                 pmr_neighbor_exchange* result) {
+    constexpr const char* function = "pmr_neighbor_exchange_create";
+    return guarded(function, [&] {
+        pmr_neighbor_exchange& handle = out(result, "result", function);
+        handle = nullptr;
+        const pmr::Communicator& comm = communicator_of(c, function);
+        const pmr::NeighborOptions o = neighbor_options(options, function);
+        if (neighbors == nullptr && count > 0) {
+            pmr::detail::raise<pmr::ArgumentError>("the neighbour array is NULL", function,
+                                                   "Pass `count` pmr_neighbor entries.");
+        }
+        std::vector<pmr::Neighbor> list;
+        for (std::size_t i = 0; i < count; ++i) {
+            const pmr_neighbor& n = neighbors[i];
+            list.push_back({n.rank, n.send_count, n.recv_count, n.send_tag, n.recv_tag});
+        }
+        std::vector<void*> send_list;
+        std::vector<void*> recv_list;
+        neighbor_buffers(send, recv, count, function, send_list, recv_list);
+        handle = new pmr_neighbor_exchange_s{
+            pmr::detail::NeighborCore(comm, list, element_size, send_list, recv_list, o)};
+    });
+}
+
+int pmr_neighbor_exchange_size(pmr_neighbor_exchange x, size_t* size) {
+    constexpr const char* function = "pmr_neighbor_exchange_size";
+    return guarded(function, [&] {
+        size_t& result = out(size, "size", function);
+        result = exchange_of(x, function).size();
+    });
+}
+
+void* pmr_neighbor_exchange_send_data(pmr_neighbor_exchange x, size_t i) {
+    constexpr const char* function = "pmr_neighbor_exchange_send_data";
+    void* data = nullptr;
+    guarded(function, [&] { data = exchange_of(x, function).send_data(i); });
+    return data;
+}
+
+void* pmr_neighbor_exchange_recv_data(pmr_neighbor_exchange x, size_t i) {
+    constexpr const char* function = "pmr_neighbor_exchange_recv_data";
+    void* data = nullptr;
+    guarded(function, [&] { data = exchange_of(x, function).recv_data(i); });
+    return data;
+}
+
+int pmr_neighbor_exchange_neighbor_rank(pmr_neighbor_exchange x, size_t i, int* rank) {
+    constexpr const char* function = "pmr_neighbor_exchange_neighbor_rank";
+    return guarded(function, [&] {
+        int& result = out(rank, "rank", function);
+        result = exchange_of(x, function).neighbor(i).rank;
+    });
+}
+
+int pmr_neighbor_exchange_message(pmr_neighbor_exchange x, size_t i, int* algorithm,
+                                  size_t* fragments) {
+    constexpr const char* function = "pmr_neighbor_exchange_message";
+    return guarded(function, [&] {
+        const pmr::detail::NeighborCore& core = exchange_of(x, function);
+        const std::size_t f = core.fragments(i);
+        if (algorithm != nullptr) {
+            *algorithm = f > 1 ? PMR_NEIGHBOR_SPLIT : PMR_NEIGHBOR_DIRECT;
+        }
+        if (fragments != nullptr) {
+            *fragments = f;
+        }
+    });
+}
+
+int pmr_neighbor_exchange_rails(pmr_neighbor_exchange x, size_t* rails) {
+    constexpr const char* function = "pmr_neighbor_exchange_rails";
+    return guarded(function, [&] {
+        size_t& result = out(rails, "rails", function);
+        result = exchange_of(x, function).rails();
+    });
+}
+
+int pmr_neighbor_exchange_start(pmr_neighbor_exchange x) {
+    constexpr const char* function = "pmr_neighbor_exchange_start";
+    return guarded(function, [&] { exchange_of(x, function).start(); });
+}
+
+int pmr_neighbor_exchange_wait(pmr_neighbor_exchange x) {
+    constexpr const char* function = "pmr_neighbor_exchange_wait";
+    return guarded(function, [&] { exchange_of(x, function).wait(); });
+}
+
+int pmr_neighbor_exchange_test(pmr_neighbor_exchange x, int* done) {
+    constexpr const char* function = "pmr_neighbor_exchange_test";
+    return guarded(function, [&] {
+        int& flag = out(done, "done", function);
+        flag = 0;
+        flag = exchange_of(x, function).test() ? 1 : 0;
+    });
+}
+
+int pmr_neighbor_exchange_run(pmr_neighbor_exchange x) {
+    constexpr const char* function = "pmr_neighbor_exchange_run";
+    return guarded(function, [&] {
+        auto& core = exchange_of(x, function);
+        core.start();
+        core.wait();
+    });
+}
+
+int pmr_neighbor_exchange_destroy(pmr_neighbor_exchange* x) {
+    return destroy("pmr_neighbor_exchange_destroy", x);
 }
 
 } // extern "C"

@@ -15,9 +15,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -53,24 +55,36 @@ namespace detail {
 
 namespace {
 
-constexpr std::uint64_t header_magic = 0x706d722d6e626801; // "pmr-nbh" and a version
-constexpr std::size_t header_words = 8;
+constexpr std::uint64_t header_magic = 0x706d722d6e626802; // "pmr-nbh" and a version
+constexpr std::size_t header_words = 9;
+/// Calibration: batches per algorithm and rounds per batch (after one warm-up round each).
+constexpr int calibration_batches = 3;
+constexpr int calibration_rounds = 2;
 constexpr std::size_t buffer_alignment = 64;
 
-/// Defaults when neither the options nor the environment name a size. UCX stripes its own
-/// rendezvous transfers only in pieces of 16 KiB and up: smaller fragments cost more in per-put
-/// overhead than a second rail wins; on shaped 100 Mbit/s veth rails (scripts/netns-rails.sh)
-/// split lost at 64 KiB and won from 256 KiB, hence the crossover of 128 KiB. Providers with RDMA
-/// engines per rail (Tofu's TNIs) split far smaller messages profitably (the seed's crossover is
-/// 4 KiB).
+/// Defaults when neither the options, the environment nor the calibration (automatic's default)
+/// name a size. UCX stripes its own rendezvous transfers only in pieces of 16 KiB and up: smaller
+/// fragments cost more in per-put overhead than a second rail wins; on shaped 100 Mbit/s veth
+/// rails (scripts/netns-rails.sh) split lost at 64 KiB and won from 256 KiB, hence the crossover
+/// of 128 KiB. The emulated Tofu (8 ranks on a 2 x 2 x 2 torus, 4 TNIs, model k) has split
+/// slower than direct up to 64 KiB and faster from 256 KiB: a split message costs 10 puts
+/// against 4 to 5 whole (its pieces, a round word per further rail, the notice and the credit),
+/// and every put of the emulation costs CPU that the 2 cores of the measuring machine lack, while
+/// the model's K injection bandwidth (15 GB/s for 4 x 4.76 GB/s of TNIs) caps what split can win
+/// at 5%. Real TNIs, whose puts cost no CPU, split from 4 KiB profitably (the seed), which is
+/// what the calibration finds where it runs on them; other providers with rails take that.
 struct SizeDefaults {
     std::size_t crossover;
     std::size_t min_fragment;
 };
 
 SizeDefaults size_defaults(Provider provider) {
-    if (to_string(provider) == "ucx") {
+    const std::string_view name = to_string(provider);
+    if (name == "ucx") {
         return {std::size_t{128} << 10, std::size_t{16} << 10};
+    }
+    if (name == "tofu") {
+        return {std::size_t{256} << 10, std::size_t{1} << 10};
     }
     return {std::size_t{4} << 10, std::size_t{1} << 10};
 }
@@ -115,6 +129,23 @@ std::optional<std::size_t> environment_bytes(const char* name) {
     return static_cast<std::size_t>(value) << shift;
 }
 
+/// A yes/no setting from the environment: unset or empty is `true`; 0, no, off and false are no.
+bool environment_flag(const char* name) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') {
+        return true;
+    }
+    const std::string value(text);
+    if (value == "0" || value == "no" || value == "off" || value == "false") {
+        return false;
+    }
+    if (value == "1" || value == "yes" || value == "on" || value == "true") {
+        return true;
+    }
+    throw ArgumentError(std::string("pmr: ") + name + "=\"" + text +
+                        "\" is not a yes/no setting; use 1 or 0");
+}
+
 NeighborAlgorithm chosen_algorithm(NeighborAlgorithm requested) {
     const char* text = std::getenv("PMR_NEIGHBOR_ALGORITHM");
     if (text == nullptr || *text == '\0') {
@@ -140,27 +171,30 @@ struct NeighborLink {
     Connection connection;
     SendWindow<std::uint64_t> header_send;
     RecvWindow<std::uint64_t> header_recv;
-    std::size_t rails = 1;          // agreed by both ends
-    std::size_t crossover = 0;      // agreed
-    std::size_t min_fragment = 0;   // agreed
-    std::size_t send_fragments = 0; // 0 for an empty message, 1 when sent whole
-    std::size_t recv_fragments = 0; // as the peer sends it
-    std::vector<SendWindow<unsigned char>> sends;
-    std::vector<RecvWindow<unsigned char>> recvs;
+    std::size_t rails = 1;           // agreed by both ends
+    std::size_t crossover = 0;       // agreed (or set by the calibration)
+    std::size_t min_fragment = 0;    // agreed
+    std::size_t send_bytes = 0;      // of the message to the peer
+    std::size_t recv_bytes = 0;      // of the message from the peer
+    std::size_t split_fragments = 0; // the message's fragments when split: 0 if empty
+    std::size_t send_fragments = 0;  // in use: 0 if empty, 1 when sent whole
+    SendWindow<unsigned char> send;  // empty if nothing is sent
+    RecvWindow<unsigned char> recv;  // empty if nothing is received
 };
 
-/// One post of a round, in schedule order.
+/// One post of a round: a window and its pieces per rail (none: a plain post on rail 0).
 struct NeighborPost {
     SendWindow<unsigned char>* window;
-    RailRange range;
-    bool multi_rail;
+    std::vector<RailRange> ranges;
 };
 
 struct NeighborCore::State {
     int rank = 0;
+    int comm_size = 1;
     std::vector<Neighbor> neighbors;
     std::size_t element_size = 1;
     NeighborAlgorithm algorithm = NeighborAlgorithm::automatic;
+    bool calibrate = false; // automatic without a given crossover: time both at set-up
     std::vector<std::byte*> send;
     std::vector<std::byte*> recv;
     bool owned = false; // library-owned buffers
@@ -183,19 +217,28 @@ struct NeighborCore::State {
         deallocate_bytes(owned_recv);
     }
 
-    /// Fragments of a message of `bytes` bytes on `link`: 0 if empty, 1 if sent whole.
-    std::size_t fragments_of(const NeighborLink& link, std::size_t bytes) const {
+    /// Fragments of the message on `link` when split: 0 if empty, else one per rail as long as
+    /// each keeps the minimum fragment size and an element.
+    std::size_t split_fragments_of(const NeighborLink& link) const {
+        const std::size_t bytes = link.send_bytes;
         if (bytes == 0) {
             return 0;
         }
-        if (algorithm == NeighborAlgorithm::direct || link.rails <= 1 ||
-            (algorithm == NeighborAlgorithm::automatic && bytes < link.crossover)) {
+        if (link.rails <= 1) {
             return 1;
         }
         const std::size_t elements = bytes / element_size;
         const std::size_t by_size =
             std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, link.min_fragment));
         return std::max<std::size_t>(1, std::min({link.rails, by_size, elements}));
+    }
+
+    /// Whether `mode` splits the message on `link` (automatic: by the link's crossover).
+    bool splits(const NeighborLink& link, NeighborAlgorithm mode) const {
+        if (link.split_fragments <= 1 || mode == NeighborAlgorithm::direct) {
+            return false;
+        }
+        return mode == NeighborAlgorithm::split || link.send_bytes >= link.crossover;
     }
 
     std::string here(const NeighborLink& link) const {
@@ -205,8 +248,12 @@ struct NeighborCore::State {
     void allocate_owned();
     void exchange_headers(const NeighborOptions& options);
     void make_windows();
-    void schedule();
+    std::vector<NeighborPost> plan(NeighborAlgorithm mode);
+    void use(NeighborAlgorithm mode);
     void prime();
+    void round();
+    void calibrate_algorithm();
+    std::vector<std::uint64_t> flood_max(std::vector<std::uint64_t> values);
 
     // Every unfinished window is tested on every call, and each completes on its own: test_all()
     // stops polling at the first unfinished window, and over a provider whose polling is what
@@ -230,24 +277,24 @@ struct NeighborCore::State {
 // receive buffers are not touched.
 void NeighborCore::State::prime() {
     for (NeighborLink& link : links) {
-        for (auto& w : link.recvs) {
-            w.init();
+        if (link.recv.bytes() > 0) {
+            link.recv.init();
         }
-        for (auto& w : link.sends) {
-            w.init();
-            w.post(std::size_t{0});
+        if (link.send.bytes() > 0) {
+            link.send.init();
+            link.send.post(std::size_t{0});
         }
-        for (auto& w : link.recvs) {
-            w.post();
+        if (link.recv.bytes() > 0) {
+            link.recv.post();
         }
     }
     wait_all(waitables.data(), waitables.size());
     finished.assign(waitables.size(), 0);
 }
 
-// Library-owned buffers: a message sent whole lives in its window's own memory (the fastest path
-// of every provider, and no cost over hand-written owned windows); split messages and null
-// neighbours get slices of one pmr allocation per side, the fragments' windows lying over them.
+// Library-owned buffers: every message lives in its window's own memory (the fastest path of
+// every provider, and no cost over hand-written owned windows); null neighbours and empty
+// messages get (empty) slices of one pmr allocation per side.
 void NeighborCore::State::allocate_owned() {
     auto layout = [&](auto count_of, auto whole, std::byte*& memory,
                       std::vector<std::byte*>& pointers) {
@@ -270,16 +317,18 @@ void NeighborCore::State::allocate_owned() {
         return link_of[i] == static_cast<std::size_t>(-1) ? nullptr : &links[link_of[i]];
     };
     layout([](const Neighbor& n) { return n.send_count; },
-           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->send_fragments == 1; },
+           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->send_bytes > 0; },
            owned_send, send);
     layout([](const Neighbor& n) { return n.recv_count; },
-           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->recv_fragments == 1; },
+           [&](std::size_t i) { return link_at(i) != nullptr && link_at(i)->recv_bytes > 0; },
            owned_recv, recv);
 }
 
 void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
     const std::optional<std::size_t> crossover_env = environment_bytes("PMR_NEIGHBOR_CROSSOVER");
     const std::optional<std::size_t> fragment_env = environment_bytes("PMR_NEIGHBOR_MIN_FRAGMENT");
+    calibrate = algorithm == NeighborAlgorithm::automatic && options.crossover_bytes == 0 &&
+                !crossover_env && options.calibrate && environment_flag("PMR_NEIGHBOR_CALIBRATE");
     // Every connection exists on every rank by now, so each handshake completes. Then every window
     // is created before any is first used: the first init() of a window waits for the peer's
     // matching window, which the peer may create only after its own windows to other neighbours.
@@ -298,14 +347,17 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
         link.min_fragment = options.min_fragment_bytes != 0
                                 ? options.min_fragment_bytes
                                 : fragment_env.value_or(defaults.min_fragment);
+        link.send_bytes = n.send_count * element_size;
+        link.recv_bytes = n.recv_count * element_size;
         const std::uint64_t mine[header_words] = {header_magic,
                                                   element_size,
-                                                  n.send_count * element_size,
-                                                  n.recv_count * element_size,
+                                                  link.send_bytes,
+                                                  link.recv_bytes,
                                                   static_cast<std::uint64_t>(algorithm),
                                                   link.crossover,
                                                   link.min_fragment,
-                                                  link.rails};
+                                                  link.rails,
+                                                  calibrate ? 1U : 0U};
         std::copy(std::begin(mine), std::end(mine), link.header_send.data());
         link.header_recv.init();
         link.header_send.init();
@@ -317,7 +369,6 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
     wait_all(list.data(), list.size());
 
     for (NeighborLink& link : links) {
-        const Neighbor& n = neighbors[link.index];
         const std::uint64_t* peer = link.header_recv.data();
         const std::string at = here(link);
         if (link.header_recv.received_bytes() != header_words * sizeof(std::uint64_t) ||
@@ -335,13 +386,13 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
         const auto bytes_text = [&](std::uint64_t bytes) {
             return std::to_string(bytes / element_size) + " elements";
         };
-        if (peer[2] != n.recv_count * element_size) {
-            throw SizeError("pmr: " + at + ": expects " + bytes_text(n.recv_count * element_size) +
+        if (peer[2] != link.recv_bytes) {
+            throw SizeError("pmr: " + at + ": expects " + bytes_text(link.recv_bytes) +
                             " from the peer, which sends " + bytes_text(peer[2]) +
                             "; the recv count here must equal the send count there");
         }
-        if (peer[3] != n.send_count * element_size) {
-            throw SizeError("pmr: " + at + ": sends " + bytes_text(n.send_count * element_size) +
+        if (peer[3] != link.send_bytes) {
+            throw SizeError("pmr: " + at + ": sends " + bytes_text(link.send_bytes) +
                             " to the peer, which expects " + bytes_text(peer[3]) +
                             "; the send count here must equal the recv count there");
         }
@@ -351,59 +402,71 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
                 std::string(to_string(static_cast<NeighborAlgorithm>(peer[4]))) +
                 " on the peer; give every rank the same options and PMR_NEIGHBOR_ALGORITHM");
         }
+        if (peer[8] != (calibrate ? 1U : 0U)) {
+            throw ArgumentError(
+                "pmr: " + at + ": automatic " +
+                std::string(calibrate ? "calibrates here and takes a given crossover on the peer"
+                                      : "takes a given crossover here and calibrates on the peer") +
+                "; give every rank the same crossover_bytes and calibrate options and the same "
+                "PMR_NEIGHBOR_CROSSOVER and PMR_NEIGHBOR_CALIBRATE");
+        }
         link.crossover = std::max<std::size_t>(link.crossover, peer[5]);
         link.min_fragment = std::max<std::size_t>(link.min_fragment, peer[6]);
         link.rails = std::max<std::size_t>(1, std::min<std::size_t>(link.rails, peer[7]));
     }
 }
 
+// One window per message and side, whatever the algorithm: the receiver sees one transfer, and
+// the sender alone decides, post by post, which rails carry which bytes (RailRange). Split and
+// direct therefore differ only in the pieces of the posts, the calibration can time both over
+// the same windows, and a split message costs one notice round trip instead of one per fragment.
 void NeighborCore::State::make_windows() {
     for (NeighborLink& link : links) {
-        const Neighbor& n = neighbors[link.index];
-        link.send_fragments = fragments_of(link, n.send_count * element_size);
-        link.recv_fragments = fragments_of(link, n.recv_count * element_size);
+        link.split_fragments = split_fragments_of(link);
     }
     if (owned) {
         allocate_owned();
     }
     for (NeighborLink& link : links) {
-        const Neighbor& n = neighbors[link.index];
-        if (owned && link.send_fragments == 1) {
-            link.sends.emplace_back(link.connection, n.send_count * element_size);
-            send[link.index] = reinterpret_cast<std::byte*>(link.sends.back().data());
+        if (link.send_bytes > 0) {
+            if (owned) {
+                link.send = SendWindow<unsigned char>(link.connection, link.send_bytes);
+                send[link.index] = reinterpret_cast<std::byte*>(link.send.data());
+            } else {
+                link.send = SendWindow<unsigned char>(
+                    link.connection, reinterpret_cast<unsigned char*>(send[link.index]),
+                    link.send_bytes);
+            }
         }
-        if (owned && link.recv_fragments == 1) {
-            link.recvs.emplace_back(link.connection, n.recv_count * element_size);
-            recv[link.index] = reinterpret_cast<std::byte*>(link.recvs.back().data());
+        if (link.recv_bytes > 0) {
+            if (owned) {
+                link.recv = RecvWindow<unsigned char>(link.connection, link.recv_bytes);
+                recv[link.index] = reinterpret_cast<std::byte*>(link.recv.data());
+            } else {
+                link.recv = RecvWindow<unsigned char>(
+                    link.connection, reinterpret_cast<unsigned char*>(recv[link.index]),
+                    link.recv_bytes);
+            }
         }
-        link.sends.reserve(link.send_fragments);
-        for (std::size_t f = link.sends.size(); f < link.send_fragments; ++f) {
-            const std::size_t first = fragment_begin(n.send_count, link.send_fragments, f);
-            const std::size_t last = fragment_begin(n.send_count, link.send_fragments, f + 1);
-            link.sends.emplace_back(link.connection,
-                                    reinterpret_cast<unsigned char*>(send[link.index]) +
-                                        first * element_size,
-                                    (last - first) * element_size);
+    }
+    waitables.clear();
+    for (NeighborLink& link : links) {
+        if (link.send.bytes() > 0) {
+            waitables.push_back(waitable(link.send));
         }
-        link.recvs.reserve(link.recv_fragments);
-        for (std::size_t f = link.recvs.size(); f < link.recv_fragments; ++f) {
-            const std::size_t first = fragment_begin(n.recv_count, link.recv_fragments, f);
-            const std::size_t last = fragment_begin(n.recv_count, link.recv_fragments, f + 1);
-            link.recvs.emplace_back(link.connection,
-                                    reinterpret_cast<unsigned char*>(recv[link.index]) +
-                                        first * element_size,
-                                    (last - first) * element_size);
+        if (link.recv.bytes() > 0) {
+            waitables.push_back(waitable(link.recv));
         }
     }
 }
 
-// The schedule of the posts (Morie & Nanri). With m split messages and n rails, every message is
-// cut into n fragments and every rail carries one fragment of every message: 1/n of each, m/n
-// messages' worth per rail, the least any schedule can give the busiest rail. The order decides
-// what the rails do at the same time: if m/n reduces by d = gcd(m, n), the messages form m/d groups
-// of d, and in step s rail k carries its fragments of group (s + k) mod (m/d). Every step then
-// moves d/n messages' worth per rail on every rail, and the rails of a step serve different
-// neighbours (different links) instead of all queueing on the same one.
+// The schedule of Morie & Nanri. With m split messages and n rails, every message is cut into n
+// fragments and every rail carries one fragment of every message: 1/n of each, m/n messages'
+// worth per rail, the least any schedule can give the busiest rail. The order decides what the
+// rails do at the same time: if m/n reduces by d = gcd(m, n), the messages form m/d groups of d,
+// and in step s rail k carries its fragments of group (s + k) mod (m/d). Every step then moves d/n
+// messages' worth per rail on every rail, and the rails of a step serve different neighbours
+// (different links) instead of all queueing on the same one.
 //
 // Example: 6 neighbours (a 3D grid), 4 rails. 6/4 reduces by d = 2 to 3/2: three groups {0,1},
 // {2,3}, {4,5} and 6/2 = 3 steps. Step 0: rail 0 sends its quarters of messages 0 and 1, rail 1
@@ -411,10 +474,16 @@ void NeighborCore::State::make_windows() {
 // step 2 once more. After 3 steps every rail has sent a quarter of all 6 messages (1.5 messages
 // each, against 2 on the busiest rail when messages go whole on rail i mod 4).
 //
-// Fragment f of message j goes on rail (f + j) mod n: the seed's "fragment k on NIC k" rotated per
-// message, which keeps the rails balanced also when a message has fewer than n fragments (too
-// small to give every rail the minimum fragment). Messages sent whole go first, on rail
-// (q mod n) for the q-th of them.
+// In pmr a message is one window whose post lists its fragments with their rails (see
+// make_windows()): fragment f of the j-th split message goes on rail (f + j) mod n, the seed's
+// "fragment k on NIC k" rotated per message, which gives every rail one fragment of every message
+// as the schedule does, and keeps the rails balanced also when a message has fewer than n
+// fragments (too small to give every rail the minimum fragment). What the schedule fixes beyond
+// that, the order in time, pmr leaves to the rails: every rail runs its pieces in the order of the
+// posts. On Tofu the TNIs are independent queues, so the busiest rail's load decides the round's
+// time (1.5 against 2 messages in the example), not which neighbour a rail serves first. Messages
+// sent whole go first, on rail (q mod n) for the q-th of them. split_schedule() is the seed's plan
+// (steps() reports its length); the tests check that it gives every rail 1/n of every message.
 std::vector<std::vector<std::vector<std::size_t>>> split_schedule(std::size_t messages,
                                                                   std::size_t rails) {
     if (messages == 0 || rails == 0) {
@@ -435,54 +504,164 @@ std::vector<std::vector<std::vector<std::size_t>>> split_schedule(std::size_t me
     return schedule;
 }
 
-void NeighborCore::State::schedule() {
-    posts.clear();
+std::vector<NeighborPost> NeighborCore::State::plan(NeighborAlgorithm mode) {
+    std::vector<NeighborPost> result;
     std::vector<NeighborLink*> split;
     std::size_t whole = 0;
     for (NeighborLink& link : links) {
-        if (link.send_fragments == 1) {
-            const std::size_t rail = link.rails > 1 ? whole++ % link.rails : 0;
-            posts.push_back(
-                {&link.sends[0], RailRange{0, link.sends[0].bytes(), rail}, link.rails > 1});
-        } else if (link.send_fragments > 1) {
+        if (link.send_bytes == 0) {
+            continue;
+        }
+        if (splits(link, mode)) {
             split.push_back(&link);
+        } else if (link.rails > 1) {
+            const std::size_t rail = whole++ % link.rails;
+            result.push_back({&link.send, {RailRange{0, link.send_bytes, rail}}});
+        } else {
+            result.push_back({&link.send, {}});
         }
     }
     std::size_t n = 1;
     for (const NeighborLink* link : split) {
         n = std::max(n, link->rails);
     }
-    const auto plan = split_schedule(split.size(), n);
-    steps = plan.size();
-    for (const auto& step : plan) {
-        for (std::size_t k = 0; k < n; ++k) {
-            for (std::size_t j : step[k]) {
-                NeighborLink& link = *split[j];
-                const std::size_t f = (k + n - j % n) % n; // rail k = (f + j) mod n
-                if (f < link.send_fragments) {
-                    SendWindow<unsigned char>& w = link.sends[f];
-                    posts.push_back({&w, RailRange{0, w.bytes(), k % link.rails}, true});
-                }
-            }
+    steps = split_schedule(split.size(), n).size();
+    for (std::size_t j = 0; j < split.size(); ++j) {
+        NeighborLink& link = *split[j];
+        const std::size_t count = link.send_bytes / element_size;
+        NeighborPost post{&link.send, {}};
+        for (std::size_t f = 0; f < link.split_fragments; ++f) {
+            const std::size_t first = fragment_begin(count, link.split_fragments, f);
+            const std::size_t last = fragment_begin(count, link.split_fragments, f + 1);
+            post.ranges.push_back(RailRange{first * element_size, (last - first) * element_size,
+                                            (f + j) % n % link.rails});
+        }
+        result.push_back(std::move(post));
+    }
+    return result;
+}
+
+void NeighborCore::State::use(NeighborAlgorithm mode) {
+    posts = plan(mode);
+    for (NeighborLink& link : links) {
+        link.send_fragments =
+            link.send_bytes == 0 ? 0 : (splits(link, mode) ? link.split_fragments : 1);
+    }
+}
+
+/// One whole round (start and wait) with the current posts.
+void NeighborCore::State::round() {
+    for (NeighborLink& link : links) {
+        if (link.recv.bytes() > 0) {
+            link.recv.init();
+        }
+        if (link.send.bytes() > 0) {
+            link.send.init();
         }
     }
-    waitables.clear();
-    for (NeighborLink& link : links) {
-        for (auto& w : link.sends) {
-            waitables.push_back(waitable(w));
+    for (NeighborPost& p : posts) {
+        if (p.ranges.empty()) {
+            p.window->post();
+        } else {
+            p.window->post(p.ranges.data(), p.ranges.size());
         }
-        for (auto& w : link.recvs) {
-            waitables.push_back(waitable(w));
+    }
+    for (NeighborLink& link : links) {
+        if (link.recv.bytes() > 0) {
+            link.recv.post();
         }
     }
 }
 
+// The element-wise maximum of `values` over every rank connected to this one through neighbour
+// links: each round sends the current maxima to every neighbour over the header windows and keeps
+// the larger values received. After comm size - 1 rounds (at least the diameter of any connected
+// neighbour graph) every rank of a connected part holds the same maxima, which the calibration
+// needs: whether it runs at all must be the same on both ends of every link, or one would wait
+// for rounds the other never starts. Every rank runs the same number of rounds (a function of the
+// communicator's size), so the header windows stay paired.
+std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint64_t> values) {
+    const auto rounds = static_cast<std::size_t>(comm_size - 1);
+    std::vector<Waitable> list;
+    for (std::size_t r = 0; r < rounds && !links.empty(); ++r) {
+        list.clear();
+        for (NeighborLink& link : links) {
+            std::uint64_t* out = link.header_send.data();
+            out[0] = header_magic + 1 + r;
+            std::copy(values.begin(), values.end(), out + 1);
+            link.header_recv.init();
+            link.header_send.init();
+            link.header_send.post((values.size() + 1) * sizeof(std::uint64_t));
+            link.header_recv.post();
+            list.push_back(waitable(link.header_send));
+            list.push_back(waitable(link.header_recv));
+        }
+        wait_all(list.data(), list.size());
+        for (NeighborLink& link : links) {
+            const std::uint64_t* in = link.header_recv.data();
+            if (link.header_recv.received_bytes() != (values.size() + 1) * sizeof(std::uint64_t) ||
+                in[0] != header_magic + 1 + r) {
+                throw ArgumentError("pmr: " + here(link) +
+                                    ": the peer's calibration message is out of step; create "
+                                    "the same exchanges in the same order on every rank");
+            }
+            for (std::size_t i = 0; i < values.size(); ++i) {
+                values[i] = std::max(values[i], in[i + 1]);
+            }
+        }
+    }
+    return values;
+}
+
+// automatic without a given crossover: a short timed trial of both algorithms over the exchange
+// itself (the same windows; only the pieces of the posts differ). Rounds alternate between the
+// two in batches, each batch timed on every rank; a rank's time for an algorithm is its fastest
+// batch, and the exchange's time is the slowest rank's (a round ends for everybody only when its
+// slowest rank is done), agreed by flooding the maxima over the neighbour links. Every rank then
+// makes the same choice. The trial's rounds move whatever the buffers hold.
+void NeighborCore::State::calibrate_algorithm() {
+    std::uint64_t splittable = 0;
+    for (const NeighborLink& link : links) {
+        splittable |= link.split_fragments > 1 ? 1U : 0U;
+    }
+    if (flood_max({splittable})[0] == 0) {
+        use(NeighborAlgorithm::direct); // nothing to split anywhere
+        return;
+    }
+    const auto timed = [&](NeighborAlgorithm mode, int rounds) {
+        use(mode);
+        const auto begin = std::chrono::steady_clock::now();
+        for (int r = 0; r < rounds; ++r) {
+            round();
+            wait_all(waitables.data(), waitables.size());
+        }
+        return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - begin)
+                                              .count());
+    };
+    (void)timed(NeighborAlgorithm::direct, 1); // warm-up: first touches of every path
+    (void)timed(NeighborAlgorithm::split, 1);
+    std::uint64_t best[2] = {~std::uint64_t{0}, ~std::uint64_t{0}};
+    for (int batch = 0; batch < calibration_batches; ++batch) {
+        best[0] = std::min(best[0], timed(NeighborAlgorithm::direct, calibration_rounds));
+        best[1] = std::min(best[1], timed(NeighborAlgorithm::split, calibration_rounds));
+    }
+    const std::vector<std::uint64_t> slowest = flood_max({best[0], best[1]});
+    const bool split_wins = slowest[1] < slowest[0];
+    // Record the choice as the crossover of automatic: the splittable messages from the smallest
+    // on, or none.
+    for (NeighborLink& link : links) {
+        link.crossover = split_wins ? 0 : std::numeric_limits<std::size_t>::max();
+    }
+    use(NeighborAlgorithm::automatic);
+}
 NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>& neighbors,
                            std::size_t element_size, const std::vector<void*>& send,
                            const std::vector<void*>& recv, const NeighborOptions& options)
     : state_(std::make_unique<State>()) {
     State& s = *state_;
     s.rank = comm.rank();
+    s.comm_size = comm.size();
     s.neighbors = neighbors;
     s.element_size = element_size;
     s.algorithm = chosen_algorithm(options.algorithm);
@@ -522,8 +701,12 @@ NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>
     }
     s.exchange_headers(options);
     s.make_windows();
-    s.schedule();
     s.prime();
+    if (s.calibrate) {
+        s.calibrate_algorithm();
+    } else {
+        s.use(s.algorithm);
+    }
     for (const NeighborLink& link : s.links) {
         s.rails = std::max(s.rails, link.rails);
     }
@@ -543,26 +726,7 @@ void NeighborCore::start() {
                          ": start() while a round is running; call wait() or test() until it "
                          "returns true first");
     }
-    for (NeighborLink& link : s.links) {
-        for (auto& w : link.recvs) {
-            w.init();
-        }
-        for (auto& w : link.sends) {
-            w.init();
-        }
-    }
-    for (NeighborPost& p : s.posts) {
-        if (p.multi_rail) {
-            p.window->post(&p.range, 1);
-        } else {
-            p.window->post();
-        }
-    }
-    for (NeighborLink& link : s.links) {
-        for (auto& w : link.recvs) {
-            w.post();
-        }
-    }
+    s.round();
     std::fill(s.finished.begin(), s.finished.end(), 0);
     s.unfinished = s.waitables.size();
     s.running = true;
@@ -666,8 +830,8 @@ std::string NeighborCore::describe() const {
     }
     for (const NeighborLink& link : s.links) {
         const Neighbor& n = s.neighbors[link.index];
-        out << "; [" << link.index << "] rank " << n.rank << ": " << n.send_count * s.element_size
-            << " B in " << link.send_fragments << " fragment(s) over " << link.rails << " rail(s)";
+        out << "; [" << link.index << "] rank " << n.rank << ": " << link.send_bytes << " B in "
+            << link.send_fragments << " fragment(s) over " << link.rails << " rail(s)";
     }
     return out.str();
 }
