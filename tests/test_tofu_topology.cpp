@@ -91,8 +91,7 @@ void check_bijective(const topo::Mapping& m, const std::vector<topo::Node>& faul
     std::vector<bool> used(m.shape.nodes(), false);
     std::size_t bad = 0;
     for (const auto& n : m.nodes) {
-        if (!m.shape.contains(n) || used[m.shape.index(n)] ||
-            broken.count(m.shape.index(n)) != 0) {
+        if (!m.shape.contains(n) || used[m.shape.index(n)] || broken.count(m.shape.index(n)) != 0) {
             ++bad;
             continue;
         }
@@ -108,7 +107,7 @@ void check_bijective(const topo::Mapping& m, const std::vector<topo::Node>& faul
 TEST_CASE("shapes and nodes are read and written as XxYxZ and X,Y,Z,a,b,c", "[topology]") {
     const topo::Shape shape = topo::parse_shape("24x23x24", "test");
     CHECK(shape.xyz == std::array<int, 3>{24, 23, 24});
-    CHECK(shape.nodes() == 158976u); // Fugaku
+    CHECK(shape.nodes() == 158976u);                                // Fugaku
     CHECK(topo::parse_shape("24x18x16", "test").nodes() == 82944u); // K computer
     CHECK(topo::format(shape) == "24x23x24");
     const topo::Node n = topo::parse_node("3,4,5,0,1,0", &shape, "test");
@@ -127,8 +126,9 @@ TEST_CASE("shapes and nodes are read and written as XxYxZ and X,Y,Z,a,b,c", "[to
         INFO(bad);
         CHECK_THROWS_AS(topo::parse_node(bad, &shape, "test"), pmr::ArgumentError);
     }
-    CHECK(pmr_test::message_of<pmr::ArgumentError>([&] { topo::parse_node("3,4,5,0,3,0", &shape, "PMR_TOFU_FAULTY"); })
-              .find("b = 3") != std::string::npos);
+    CHECK(pmr_test::message_of<pmr::ArgumentError>([&] {
+              topo::parse_node("3,4,5,0,3,0", &shape, "PMR_TOFU_FAULTY");
+          }).find("b = 3") != std::string::npos);
 }
 
 TEST_CASE("hops follow the 6D mesh/torus", "[topology]") {
@@ -174,8 +174,7 @@ TEST_CASE("the virtual torus is a bijection with every neighbour at 1 hop", "[to
         for (const char* text : {"24x18x16", "24x23x24"}) {
             INFO(text);
             const topo::Shape shape = topo::parse_shape(text, "test");
-            const std::array<int, 3> dims = {2 * shape.xyz[0], 3 * shape.xyz[1],
-                                             2 * shape.xyz[2]};
+            const std::array<int, 3> dims = {2 * shape.xyz[0], 3 * shape.xyz[1], 2 * shape.xyz[2]};
             const auto m = topo::embed(shape, dims, {}, false);
             CHECK(m.dims == dims);
             check_bijective(m, {});

@@ -46,7 +46,7 @@ struct Ring {
     int n = 1;           ///< big positions used
     int m = 1;           ///< unit positions used
     std::vector<std::pair<int, int>> positions; ///< (big, unit) relative, in ring order
-    std::vector<int> index_of;                  ///< ring index of relative (big, unit): big * m + unit
+    std::vector<int> index_of; ///< ring index of relative (big, unit): big * m + unit
 };
 
 /// The ring of `length` along big extent N and unit extent m (see the header), or false if the
@@ -103,8 +103,8 @@ std::vector<std::pair<int, int>> offsets(const Ring& ring) {
 /// Ring index of a node's (big, unit) coordinates on `ring` placed at `offset`, or -1 outside.
 int ring_index(const Ring& ring, std::pair<int, int> offset, int big, int unit) {
     const int rb = ((big - offset.first) % ring.big_extent + ring.big_extent) % ring.big_extent;
-    const int ru = ((unit - offset.second) % ring.unit_extent + ring.unit_extent) %
-                   ring.unit_extent;
+    const int ru =
+        ((unit - offset.second) % ring.unit_extent + ring.unit_extent) % ring.unit_extent;
     if (rb >= ring.n || ru >= ring.m) {
         return -1;
     }
@@ -172,11 +172,11 @@ Node parse_node(const std::string& text, const Shape* shape, const std::string& 
         ok = parse_int(parts[i], node[i]);
     }
     if (!ok) {
-        raise<ArgumentError>(what + ": '" + text + "' is not a node X,Y,Z,a,b,c",
-                             "tofu topology", "Write a node as six numbers, e.g. 3,4,5,0,1,0.");
+        raise<ArgumentError>(what + ": '" + text + "' is not a node X,Y,Z,a,b,c", "tofu topology",
+                             "Write a node as six numbers, e.g. 3,4,5,0,1,0.");
     }
     for (int axis = 0; axis < 6; ++axis) {
-        const int limit = axis >= 3 ? unit[static_cast<std::size_t>(axis - 3)]
+        const int limit = axis >= 3          ? unit[static_cast<std::size_t>(axis - 3)]
                           : shape != nullptr ? shape->xyz[static_cast<std::size_t>(axis)]
                                              : std::numeric_limits<int>::max();
         if (node[static_cast<std::size_t>(axis)] >= limit) {
@@ -219,8 +219,8 @@ int hops(const Shape& shape, const Node& from, const Node& to) noexcept {
     int total = 0;
     for (int axis = 0; axis < 6; ++axis) {
         const int extent = shape.extent(axis);
-        const int d = std::abs(from[static_cast<std::size_t>(axis)] -
-                               to[static_cast<std::size_t>(axis)]);
+        const int d =
+            std::abs(from[static_cast<std::size_t>(axis)] - to[static_cast<std::size_t>(axis)]);
         // a and c are meshes, every other axis a torus.
         const bool torus = axis != 3 && axis != 5;
         total += torus ? std::min(d, extent - d) : d;
@@ -288,10 +288,10 @@ Mapping embed(const Shape& shape, const std::array<int, 3>& dims, const std::vec
         if (!make_ring(dims[d], shape.xyz[d], unit[d], rings[d])) {
             raise<ArgumentError>(
                 "virtual torus " + dims_text(dims) + " does not fit in shape " + format(shape) +
-                    "x2x3x2: virtual axis " + std::to_string(d) + " of " +
-                    std::to_string(dims[d]) + " needs " + axis_names[d] + " x " +
-                    axis_names[d + 3] + " (at most " + std::to_string(shape.xyz[d]) + " x " +
-                    std::to_string(unit[d]) + ", the extent a multiple of the unit positions)",
+                    "x2x3x2: virtual axis " + std::to_string(d) + " of " + std::to_string(dims[d]) +
+                    " needs " + axis_names[d] + " x " + axis_names[d + 3] + " (at most " +
+                    std::to_string(shape.xyz[d]) + " x " + std::to_string(unit[d]) +
+                    ", the extent a multiple of the unit positions)",
                 where, "Give a larger PMR_TOFU_SHAPE or a smaller torus.");
         }
     }
@@ -339,8 +339,8 @@ Mapping embed(const Shape& shape, const std::array<int, 3>& dims, const std::vec
     }
     if (!clean) {
         if (!shrink) {
-            raise<ArgumentError>("no placement of virtual torus " + dims_text(dims) +
-                                     " in shape " + format(shape) + "x2x3x2 avoids the " +
+            raise<ArgumentError>("no placement of virtual torus " + dims_text(dims) + " in shape " +
+                                     format(shape) + "x2x3x2 avoids the " +
                                      std::to_string(faults.size()) +
                                      " faulty node(s) of PMR_TOFU_FAULTY",
                                  where,
@@ -353,8 +353,8 @@ Mapping embed(const Shape& shape, const std::array<int, 3>& dims, const std::vec
             bool covered = false;
             for (std::size_t d = 0; d < 3; ++d) {
                 position[d] = ring_index(rings[d], offset[d], f[d], f[d + 3]);
-                covered = covered || position[d] < 0 ||
-                          dropped[d][static_cast<std::size_t>(position[d])];
+                covered =
+                    covered || position[d] < 0 || dropped[d][static_cast<std::size_t>(position[d])];
             }
             if (covered) {
                 continue;

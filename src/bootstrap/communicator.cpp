@@ -54,8 +54,8 @@ Communicator Communicator::virtual_torus(MPI_Comm comm, const std::array<int, 3>
     topology::Placement wanted;
     wanted.shape = shape;
     wanted.node = mapping.at({grid.coordinate(0), grid.coordinate(1), grid.coordinate(2)});
-    wanted.origin = "virtual torus " + std::to_string(dims[0]) + " x " +
-                    std::to_string(dims[1]) + " x " + std::to_string(dims[2]);
+    wanted.origin = "virtual torus " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) +
+                    " x " + std::to_string(dims[2]);
     const auto in_force = topology::fix_placement(wanted);
     if (in_force.shape != wanted.shape || in_force.node != wanted.node) {
         detail::raise<UsageError>(

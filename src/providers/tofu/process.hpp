@@ -6,8 +6,8 @@
 #pragma once
 
 #include "base/blob.hpp"
-#include "base/tofu_topology.hpp"
 #include "base/shared_memory.hpp"
+#include "base/tofu_topology.hpp"
 #include "providers/tofu/emulated/node.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
