@@ -248,8 +248,8 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         CHECK(m.left_out == 2 * 48 * 48 - 2);
         const auto stats = topo::neighbour_hops(m);
         CHECK(stats.max == 2);
-        CHECK(stats.histogram[1] == 2 * 48 * 48); // the links across the two gaps
-        CHECK(stats.histogram[0] == stats.links - 2 * 48 * 48);
+        CHECK(stats.histogram[1] == 2u * 48 * 48); // the links across the two gaps
+        CHECK(stats.histogram[0] == stats.links - 2u * 48 * 48);
         // Two faults whose planes are next to each other on the ring (Y = 4, b = 1 and 2): one
         // gap of two planes, its links 3 hops long.
         const std::vector<topo::Node> twins = {{3, 4, 5, 0, 1, 0}, {10, 4, 10, 1, 2, 1}};
@@ -257,7 +257,7 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         check_bijective(t, twins);
         CHECK(t.dims == std::array<int, 3>{48, 67, 48});
         CHECK(topo::neighbour_hops(t).max == 3);
-        CHECK(topo::neighbour_hops(t).histogram[2] == 48 * 48);
+        CHECK(topo::neighbour_hops(t).histogram[2] == 48u * 48);
     }
 }
 
@@ -290,7 +290,7 @@ TEST_CASE("a virtual-torus communicator puts virtual neighbours 1 hop apart", "[
     MPI_Allgather(me.node.data(), 6, MPI_INT, all.data(), 6, MPI_INT, grid.get());
     auto node_of = [&](int rank) {
         topo::Node n{};
-        std::copy_n(all.begin() + 6 * rank, 6, n.begin());
+        std::copy_n(all.begin() + 6L * rank, 6, n.begin());
         return n;
     };
     std::set<std::size_t> distinct;

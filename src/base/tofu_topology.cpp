@@ -77,10 +77,12 @@ bool make_ring(int length, int big_extent, int unit_extent, Ring& ring) {
         }
         upward = !upward;
     }
-    ring.index_of.assign(static_cast<std::size_t>(n * m), -1);
+    ring.index_of.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(m), -1);
     for (std::size_t i = 0; i < ring.positions.size(); ++i) {
         const auto& p = ring.positions[i];
-        ring.index_of[static_cast<std::size_t>(p.first * m + p.second)] = static_cast<int>(i);
+        const std::size_t at = static_cast<std::size_t>(p.first) * static_cast<std::size_t>(m) +
+                               static_cast<std::size_t>(p.second);
+        ring.index_of[at] = static_cast<int>(i);
     }
     return true;
 }
@@ -108,7 +110,8 @@ int ring_index(const Ring& ring, std::pair<int, int> offset, int big, int unit) 
     if (rb >= ring.n || ru >= ring.m) {
         return -1;
     }
-    return ring.index_of[static_cast<std::size_t>(rb * ring.m + ru)];
+    return ring.index_of[static_cast<std::size_t>(rb) * static_cast<std::size_t>(ring.m) +
+                         static_cast<std::size_t>(ru)];
 }
 
 std::string dims_text(const std::array<int, 3>& dims) {
@@ -180,10 +183,11 @@ Node parse_node(const std::string& text, const Shape* shape, const std::string& 
                           : shape != nullptr ? shape->xyz[static_cast<std::size_t>(axis)]
                                              : std::numeric_limits<int>::max();
         if (node[static_cast<std::size_t>(axis)] >= limit) {
-            raise<ArgumentError>(what + ": node " + text + " has " + axis_names[axis] + " = " +
-                                     std::to_string(node[static_cast<std::size_t>(axis)]) +
-                                     ", outside 0.." + std::to_string(limit - 1),
-                                 "tofu topology",
+            std::string message = what;
+            message += ": node " + text + " has " + axis_names[axis] + " = ";
+            message += std::to_string(node[static_cast<std::size_t>(axis)]);
+            message += ", outside 0.." + std::to_string(limit - 1);
+            raise<ArgumentError>(message, "tofu topology",
                                  axis >= 3 ? "The Tofu unit (a, b, c) is 2 x 3 x 2."
                                            : "Give nodes inside the shape.");
         }
