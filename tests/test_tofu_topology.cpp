@@ -14,6 +14,7 @@
 #include <pmr/pmr.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <random>
 #include <set>
@@ -259,6 +260,35 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         CHECK(topo::neighbour_hops(t).max == 3);
         CHECK(topo::neighbour_hops(t).histogram[2] == 48u * 48);
     }
+}
+
+TEST_CASE("ranks are placed in virtual-torus order, skipping faulty nodes", "[topology]") {
+    ::unsetenv("PMR_TOFU_SHAPE");
+    ::unsetenv("PMR_TOFU_FAULTY");
+    // 13 ranks need two Tofu units; rank r sits at the r-th node of that shape's virtual torus.
+    const topo::Shape shape = topo::smallest_shape(13);
+    const auto order =
+        topo::embed(shape, {2 * shape.xyz[0], 3 * shape.xyz[1], 2 * shape.xyz[2]}, {}, false);
+    for (int r = 0; r < 13; ++r) {
+        const auto p = topo::default_placement(r, 13);
+        CHECK(p.shape == shape);
+        CHECK(p.node == order.nodes[static_cast<std::size_t>(r)]);
+    }
+    // The nodes of ranks 0 and 2 broken: everyone moves up, past them.
+    const std::string broken =
+        topo::format(order.nodes[0]) + " " + topo::format(order.nodes[2]) + " 99,0,0,0,0,0";
+    ::setenv("PMR_TOFU_SHAPE", topo::format(shape).c_str(), 1);
+    ::setenv("PMR_TOFU_FAULTY", broken.c_str(), 1);
+    CHECK(topo::default_placement(0, 13).node == order.nodes[1]);
+    CHECK(topo::default_placement(1, 13).node == order.nodes[3]);
+    CHECK(topo::default_placement(12, 13).node == order.nodes[14]);
+    // 22 healthy nodes do not hold 23 ranks in the given shape.
+    CHECK_THROWS_AS(topo::default_placement(0, 23), pmr::ArgumentError);
+    CHECK(topo::default_placement(21, 22).node == order.nodes[23]);
+    ::setenv("PMR_TOFU_FAULTY", "1,2", 1);
+    CHECK_THROWS_AS(topo::faulty_from_environment(shape), pmr::ArgumentError);
+    ::unsetenv("PMR_TOFU_SHAPE");
+    ::unsetenv("PMR_TOFU_FAULTY");
 }
 
 TEST_CASE("hops feed the timing model's latency", "[topology]") {
