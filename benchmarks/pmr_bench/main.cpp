@@ -11,6 +11,7 @@
 #include "plot.hpp"
 #include "runner.hpp"
 #include "system_info.hpp"
+#include "topology_command.hpp"
 
 #include <pmr/pmr.hpp>
 
@@ -30,6 +31,7 @@ namespace {
 void print_usage(std::ostream& out) {
     out << "usage: pmr-bench <benchmark> [options]   measure pmr against MPI (run with mpirun)\n"
            "       pmr-bench model [options]         predictions of the closed formulas of 002\n"
+           "       pmr-bench topology [options]      the virtual 3D torus on the Tofu 6D torus\n"
            "       pmr-bench list                    the benchmarks\n"
            "       pmr-bench <benchmark> --help      options of a benchmark\n\n"
            "benchmarks:\n";
@@ -309,6 +311,14 @@ int main(int argc, char** argv) {
             return run_model_command(words, std::cout);
         } catch (const UsageError& e) {
             std::cerr << "pmr-bench model: " << e.what() << " (see pmr-bench model --help)\n";
+            return 2;
+        }
+    }
+    if (command == "topology") {
+        try {
+            return run_topology_command(words, std::cout);
+        } catch (const UsageError& e) {
+            std::cerr << "pmr-bench topology: " << e.what() << " (see pmr-bench topology --help)\n";
             return 2;
         }
     }

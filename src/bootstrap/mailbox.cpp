@@ -374,6 +374,15 @@ bool mpi_active() noexcept {
     return initialized != 0 && finalized == 0;
 }
 
+void world_position(int& rank, int& size) noexcept {
+    rank = 0;
+    size = 1;
+    if (mpi_active()) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+}
+
 int max_user_tag() {
     return tag_base();
 }

@@ -155,6 +155,8 @@ void at_finalize(void (*hook)() noexcept);
 int max_user_tag();
 /// Whether MPI is initialised and not finalised.
 bool mpi_active() noexcept;
+/// This process's rank in MPI_COMM_WORLD and its size (0 of 1 while MPI is not active).
+void world_position(int& rank, int& size) noexcept;
 
 } // namespace bootstrap
 } // namespace pmr::detail

@@ -3,6 +3,7 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
+#include "bootstrap/mailbox.hpp"
 #include "rails/settings.hpp"
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 namespace pmr::detail::tofu {
 namespace {
 
-constexpr std::uint32_t hello_version = 1;
+constexpr std::uint32_t hello_version = 2;
 constexpr std::size_t cells_per_chunk = 64;
 constexpr std::size_t landing_bytes = 256;
 
@@ -163,10 +164,34 @@ TofuProcess::~TofuProcess() {
     drain_locked();
 }
 
+const tofu_topology::Placement& TofuProcess::placement() const {
+    std::call_once(placement_once_, [this] {
+        tofu_topology::Placement fixed;
+        if (!tofu_topology::fixed_placement(fixed)) {
+            int rank = 0;
+            int size = 1;
+            bootstrap::world_position(rank, size);
+            fixed = tofu_topology::fix_placement(tofu_topology::default_placement(rank, size));
+        }
+        placement_ = fixed;
+        debug_log("tofu: node " + std::to_string(node_->id()) + " at " +
+                  tofu_topology::format(placement_.node) + " of shape " +
+                  tofu_topology::format(placement_.shape) + " (" + placement_.origin + ")");
+    });
+    return placement_;
+}
+
 Blob TofuProcess::hello() const {
+    const auto& place = placement();
     BlobWriter w;
     w.put(hello_version).put(node_->address());
     put_region_key(w, landing_.key());
+    for (int extent : place.shape.xyz) {
+        w.put(static_cast<std::int32_t>(extent));
+    }
+    for (int coordinate : place.node) {
+        w.put(static_cast<std::int32_t>(coordinate));
+    }
     return w.take();
 }
 
@@ -178,9 +203,26 @@ Peer TofuProcess::peer(const Blob& hello, const std::string& where) {
     }
     const auto address = reader.get<NodeAddress>();
     const RegionKey landing = get_region_key(reader);
+    tofu_topology::Shape shape;
+    for (int& extent : shape.xyz) {
+        extent = reader.get<std::int32_t>();
+    }
+    tofu_topology::Node coordinates{};
+    for (int& coordinate : coordinates) {
+        coordinate = reader.get<std::int32_t>();
+    }
     reader.finish();
     if (landing.node != address.node) {
         reader.malformed("the landing region belongs to another node");
+    }
+    const auto& own = placement();
+    if (shape != own.shape || !shape.contains(coordinates)) {
+        raise<ProviderError>("the peer's node " + tofu_topology::format(coordinates) +
+                                 " lies in shape " + tofu_topology::format(shape) +
+                                 ", this node's in " + tofu_topology::format(own.shape),
+                             where,
+                             "Give every rank the same PMR_TOFU_SHAPE and PMR_TOFU_FAULTY, and "
+                             "create virtual-torus communicators on all ranks alike.");
     }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     auto it = peers_.find(address.node);
@@ -189,6 +231,7 @@ Peer TofuProcess::peer(const Blob& hello, const std::string& where) {
     }
     Peer p;
     p.node = std::make_shared<RemoteNode>(address, where);
+    p.node->hops = tofu_topology::hops(own.shape, own.node, coordinates);
     p.landing = std::make_shared<RemoteRegion>(landing, where);
     peers_[address.node] = p;
     return p;

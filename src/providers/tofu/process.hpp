@@ -7,6 +7,7 @@
 
 #include "base/blob.hpp"
 #include "base/shared_memory.hpp"
+#include "base/tofu_topology.hpp"
 #include "providers/tofu/emulated/node.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
@@ -108,7 +109,11 @@ public:
     const TofuSettings& settings() const noexcept { return settings_; }
     Node& node() noexcept { return *node_; }
     rails::Registry& registry() noexcept { return registry_; }
-    /// What a peer needs to reach this node.
+    /// Where this node sits in the 6D torus: the placement a virtual-torus Communicator fixed, or
+    /// else the default placement of this process's rank in MPI_COMM_WORLD (fixed at the first
+    /// call). @throws ArgumentError for a bad PMR_TOFU_SHAPE / PMR_TOFU_FAULTY.
+    const tofu_topology::Placement& placement() const;
+    /// What a peer needs to reach this node (its address, landing region and 6D coordinates).
     Blob hello() const;
     /// The peer whose hello is `hello` (cached by node id). @throws ProviderError, PeerLost.
     Peer peer(const Blob& hello, const std::string& where);
@@ -156,6 +161,8 @@ private:
     SharedMapping landing_memory_;
     RegisteredRegion landing_;
     rails::Registry registry_;
+    mutable std::once_flag placement_once_;
+    mutable tofu_topology::Placement placement_;
 
     mutable std::mutex engine_mutex_;      // queues, notices, completions, peers_
     std::vector<std::uint64_t> completed_; ///< per TNI: the highest cookie polled

@@ -44,7 +44,8 @@ Tofu::Connection::Connection(Local&& local, const ConnectionSetup& setup, const 
     peer_process_ = PeerProcess(peer.pid);
     debug_log("tofu: " + std::to_string(rails_) + " rail(s) from TNI " +
               std::to_string(first_tni_) + " to node " +
-              std::to_string(peer_.node->address().node) + " [" + setup.where + "]");
+              std::to_string(peer_.node->address().node) + ", " + std::to_string(peer_.node->hops) +
+              " hop(s) away [" + setup.where + "]");
 }
 
 RailInfo Tofu::Connection::rail(std::size_t index) const {
