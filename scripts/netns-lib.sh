@@ -86,29 +86,29 @@ netns_veth_count=0
 netns_veth() {
     local a=${netns_tag}v${netns_veth_count}a b=${netns_tag}v${netns_veth_count}b
     netns_veth_count=$((netns_veth_count + 1))
-    ip link add "$a" type veth peer name "$b" 2> "$netns_work/err" ||
+    ip link add name "$a" type veth peer name "$b" 2> "$netns_work/err" ||
         netns_skip "cannot create veth links: $(cat "$netns_work/err")"
-    ip link set "$a" netns "$1"
-    ip link set "$b" netns "$3"
-    ip -n "$1" link set "$a" name "$2"
-    ip -n "$3" link set "$b" name "$4"
-    ip -n "$1" link set "$2" up
-    ip -n "$3" link set "$4" up
+    ip link set dev "$a" netns "$1"
+    ip link set dev "$b" netns "$3"
+    ip -n "$1" link set dev "$a" name "$2"
+    ip -n "$3" link set dev "$b" name "$4"
+    ip -n "$1" link set dev "$2" up
+    ip -n "$3" link set dev "$4" up
 }
 
 netns_bridge() {
-    ip -n "$1" link add "$2" type bridge 2> "$netns_work/err" ||
+    ip -n "$1" link add name "$2" type bridge 2> "$netns_work/err" ||
         netns_skip "cannot create a bridge: $(cat "$netns_work/err")"
-    ip -n "$1" link set "$2" up
+    ip -n "$1" link set dev "$2" up
 }
 
 netns_port() {
-    ip -n "$1" link set "$3" master "$2" up
+    ip -n "$1" link set dev "$3" master "$2" up
 }
 
 netns_address() {
     ip -n "$1" addr add "$3" dev "$2"
-    ip -n "$1" link set "$2" up
+    ip -n "$1" link set dev "$2" up
 }
 
 netns_launcher() {

@@ -6,7 +6,7 @@
 #   usage: netns_hosts.sh [options] <mpiexec> <tests folder> <pmr-bench, or - for none>
 #     --hosts K           emulated hosts (default 2; 2 to 8)
 #     --ranks-per-host R  ranks started in each host (default 1)
-#     --rounds N          verified rounds per link fault (default 2000; the issue's full run: 100000)
+#     --rounds N          verified rounds per link fault (default 2000; full run: 100000)
 #     --timeout S         PMR_TIMEOUT of the link-down case (default 10)
 #     --only LIST         phases to run, comma separated (default suite,bench,faults,down)
 #
@@ -16,8 +16,8 @@
 #   bench   pmr-bench pingpong and exchange between host 0 and host 1, pmr on UCX against Open MPI's
 #           TCP transport on the same interface, in the same run
 #   faults  test_soak's verified rounds between host 0 and host 1 over a faulty wire
-#           (scripts/netns-wire.py: loss 1 %, loss 5 %, delay 1 ms +- 0.5 ms, reordering): zero wrong
-#           or lost messages, and the rounds per second under each fault
+#           (scripts/netns-wire.py: loss 1 %, loss 5 %, delay 1 ms +- 0.5 ms, reordering): zero
+#           wrong or lost messages, and the rounds per second under each fault
 #   down    the wire's interface on host 1 goes down for good in the middle of verified rounds:
 #           both ranks must end in pmr::Timeout or pmr::PeerLost within PMR_TIMEOUT, not hang.
 #           All namespaces share one PID namespace, so pmr's watch of the peer's process sees it
@@ -107,7 +107,7 @@ mpi() {
         PMIX_MCA_ptl_tcp_if_include=10.79.99.0/24 OMPI_ALLOW_RUN_AS_ROOT=1 \
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         ip netns exec "${host[0]}" "$mpiexec" --allow-run-as-root --oversubscribe --bind-to none \
-        "${extra[@]}" -np "$np" "$launcher" "$@" > "$log" 2>&1
+        "${extra[@]}" -np "$np" "$launcher" "$@" < /dev/null > "$log" 2>&1
 }
 
 ucx_env() { # the data interface for pmr's UCX
@@ -165,7 +165,8 @@ if phase bench; then
             failed=1
             continue
         fi
-        echo "netns_hosts: pmr-bench $kind, host 0 <-> host 1 over data0 (pmr: UCX TCP; MPI: ob1 TCP):"
+        echo "netns_hosts: pmr-bench $kind, host 0 <-> host 1 over data0" \
+            "(pmr: UCX TCP; MPI: ob1 TCP):"
         cat "$netns_work/out"
     done
 fi
@@ -205,9 +206,10 @@ if phase faults; then
             "$tests/test_soak" "[soak]"
         rc=$?
         wire_stop
-        line=$(grep "soak:" "$netns_work/out")
+        line=$(grep -o "soak: .*" "$netns_work/out")
         frames=$(grep -o "[0-9]* frames, [0-9]* dropped, [0-9]* sent ahead" "$netns_work/wire" |
-            awk '{f += $1; d += $3; a += $5} END {print f " frames, " d " dropped, " a " sent ahead"}')
+            awk '{f += $1; d += $3; a += $5}
+                 END {print f " frames, " d " dropped, " a " sent ahead"}')
         if [ $rc != 0 ] || ! grep -q "all passed" "$netns_work/out"; then
             tail -40 "$netns_work/out"
             echo "netns_hosts: FAILED: verified rounds under $name (exit code $rc)"

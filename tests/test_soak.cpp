@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // A million verified rounds between two ranks: every message of every round is checked, with the
 // sizes cycling through the inline, direct, cross-memory-attach and staging paths. Registered under
-// the CTest label `soak`, which CI runs in the optimised build. Rank 0 prints the rounds per second.
+// the CTest label `soak`, which CI runs in the optimised build. Rank 0 prints the rounds per
+// second.
 //
 // tests/netns_hosts.sh runs the same rounds between emulated hosts over faulty links (loss, delay,
 // reordering: PMR_SOAK_ROUNDS sets the count), and the hidden case [.link-down], whose link goes
@@ -98,8 +99,8 @@ TEST_CASE("a million verified rounds", "[soak]") {
     }
     const double seconds = seconds_since(start);
     if (world_rank() == 0) {
-        std::printf("soak: %ld verified rounds in %.2f s: %.0f rounds/s, %ld wrong elements\n", done,
-                    seconds, static_cast<double>(done) / seconds, wrong);
+        std::printf("soak: %ld verified rounds in %.2f s: %.0f rounds/s, %ld wrong elements\n",
+                    done, seconds, static_cast<double>(done) / seconds, wrong);
         std::fflush(stdout);
     }
     CHECK(done == rounds);
