@@ -9,6 +9,7 @@
 #     --rounds N          verified rounds per link fault (default 2000; full run: 100000)
 #     --timeout S         PMR_TIMEOUT of the link-down case (default 10)
 #     --only LIST         phases to run, comma separated (default suite,bench,faults,down)
+#     --faults REGEX      only the faults whose names match (e.g. 'loss'; default: all)
 #
 # Phases:
 #   suite   the multi-rank tests (test_exchange, test_cartesian, test_rails, test_collectives,
@@ -38,6 +39,7 @@ per_host=1
 rounds=2000
 down_timeout=10
 only=suite,bench,faults,down
+faults=.
 while [ $# -gt 0 ]; do
     case $1 in
     --hosts) hosts=$2 && shift 2 ;;
@@ -45,11 +47,12 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2 && shift 2 ;;
     --timeout) down_timeout=$2 && shift 2 ;;
     --only) only=$2 && shift 2 ;;
+    --faults) faults=$2 && shift 2 ;;
     --*) echo "netns_hosts: unknown option $1" && exit 2 ;;
     *) break ;;
     esac
 done
-[ $# = 3 ] || { sed -n '5,11p' "$0"; exit 2; }
+[ $# = 3 ] || { sed -n '5,12p' "$0"; exit 2; }
 mpiexec=$1
 tests=$2
 bench=$3
@@ -152,11 +155,12 @@ fi
 
 if phase bench; then
     ucx_env data0
-    for kind in pingpong exchange; do
+    for kind in pingpong "exchange --periodic"; do
+        # shellcheck disable=SC2086 # the benchmark and its options
         netns_run mpi "$netns_work/out" "$netns_work/launch-pair" 2 \
             --mca btl tcp,self --mca btl_tcp_if_include data0 --mca pml ob1 \
             -x PMR_PROVIDER -x UCX_TLS -x UCX_NET_DEVICES -x PMR_TIMEOUT -- \
-            "$bench" "$kind" --provider ucx --variants pmr-owned mpi-persistent \
+            "$bench" $kind --provider ucx --variants pmr-owned mpi-persistent \
             --sizes 8 4K 64K 1M --samples 5 --min-time 5 --quiet
         rc=$?
         if [ $rc != 0 ]; then
@@ -199,6 +203,7 @@ if phase faults; then
     ucx_env wire0
     summary=""
     while IFS='|' read -r name options; do
+        [[ "$name" =~ $faults ]] || continue
         # shellcheck disable=SC2086 # options are words
         wire_start $options
         mpi_limit=3600 netns_run mpi "$netns_work/out" "$netns_work/launch-pair" 2 \
