@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016 # the launcher is written with literal $ for sh
 # SPDX-License-Identifier: MIT
 # Shared set-up of the network-namespace testbeds (tests/netns_ucx.sh, tests/netns_hosts.sh,
 # scripts/netns-rails.sh): emulated hosts are network namespaces, joined by veth pairs directly or

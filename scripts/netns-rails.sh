@@ -21,6 +21,7 @@ shift $(($# < 3 ? $# : 3))
 options=("$@")
 [ ${#options[@]} -gt 0 ] || options=(--sizes 16K 64K 256K 1M 4M --samples 7 --min-time 20)
 
+# shellcheck source=netns-lib.sh
 . "$(cd "$(dirname "$0")" && pwd)/netns-lib.sh"
 netns_init netns-rails tc
 sw=${netns_tag}-sw

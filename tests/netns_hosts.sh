@@ -60,8 +60,12 @@ bench=$3
 if [ "$bench" = - ]; then # built without benchmarks
     only=${only//bench/}
 fi
-[ "$hosts" -ge 2 ] && [ "$hosts" -le 8 ] || { echo "netns_hosts: --hosts must be 2 to 8"; exit 2; }
+if [ "$hosts" -lt 2 ] || [ "$hosts" -gt 8 ]; then
+    echo "netns_hosts: --hosts must be 2 to 8"
+    exit 2
+fi
 
+# shellcheck source=../scripts/netns-lib.sh
 . "$here/../scripts/netns-lib.sh"
 netns_init netns_hosts python3 timeout
 phase() { [[ ",$only," == *",$1,"* ]]; }

@@ -18,6 +18,7 @@ mpiexec=$1
 test_rails=$2
 test_exchange=$3
 
+# shellcheck source=../scripts/netns-lib.sh
 . "$(cd "$(dirname "$0")" && pwd)/../scripts/netns-lib.sh"
 netns_init netns_ucx
 ns0=${netns_tag}-ns0
