@@ -18,66 +18,31 @@ mpiexec=$1
 test_rails=$2
 test_exchange=$3
 
-skip() {
-    echo "netns_ucx: SKIPPED: $*"
-    exit 77
-}
-
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
-command -v ip > /dev/null || skip "the ip tool (iproute2) is not installed"
-
-tag=pmr$$
-ns0=${tag}-ns0
-ns1=${tag}-ns1
-work=$(mktemp -d)
-
-cleanup() {
-    ip netns del "$ns0" 2> /dev/null
-    ip netns del "$ns1" 2> /dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-ip netns add "$ns0" 2> "$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
-ip netns add "$ns1" || skip "cannot create a second network namespace"
+# shellcheck source=../scripts/netns-lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/../scripts/netns-lib.sh"
+netns_init netns_ucx
+ns0=${netns_tag}-ns0
+ns1=${netns_tag}-ns1
+work=$netns_work
+netns_add "$ns0" "$ns1"
 
 # Link k joins pmr<k> in ns0 (10.77.<k+1>.1) with pmr<k> in ns1 (10.77.<k+1>.2): the same device
 # names on both sides, so that one PMR_UCX_DEVICES serves both ranks.
 for k in 0 1; do
-    ip link add "${tag}a$k" type veth peer name "${tag}b$k" 2> "$work/err" ||
-        skip "cannot create veth links: $(cat "$work/err")"
-    ip link set "${tag}a$k" netns "$ns0"
-    ip link set "${tag}b$k" netns "$ns1"
-    ip -n "$ns0" link set "${tag}a$k" name "pmr$k"
-    ip -n "$ns1" link set "${tag}b$k" name "pmr$k"
-    ip -n "$ns0" addr add "10.77.$((k + 1)).1/24" dev "pmr$k"
-    ip -n "$ns1" addr add "10.77.$((k + 1)).2/24" dev "pmr$k"
-    ip -n "$ns0" link set "pmr$k" up
-    ip -n "$ns1" link set "pmr$k" up
+    netns_veth "$ns0" "pmr$k" "$ns1" "pmr$k"
+    netns_address "$ns0" "pmr$k" "10.77.$((k + 1)).1/24"
+    netns_address "$ns1" "pmr$k" "10.77.$((k + 1)).2/24"
 done
-ip link add "${tag}am" type veth peer name "${tag}bm"
-ip link set "${tag}am" netns "$ns0"
-ip link set "${tag}bm" netns "$ns1"
-ip -n "$ns0" link set "${tag}am" name pmrm
-ip -n "$ns1" link set "${tag}bm" name pmrm
-ip -n "$ns0" addr add 10.77.9.1/24 dev pmrm
-ip -n "$ns1" addr add 10.77.9.2/24 dev pmrm
-for ns in "$ns0" "$ns1"; do
-    ip -n "$ns" link set pmrm up
-    ip -n "$ns" link set lo up
-done
+netns_veth "$ns0" pmrm "$ns1" pmrm
+netns_address "$ns0" pmrm 10.77.9.1/24
+netns_address "$ns1" pmrm 10.77.9.2/24
 if command -v ping > /dev/null; then
     ip netns exec "$ns0" ping -c 1 -W 2 10.77.1.2 > /dev/null &&
         ip netns exec "$ns0" ping -c 1 -W 2 10.77.2.2 > /dev/null ||
         { echo "netns_ucx: FAILED: the veth links do not carry packets"; exit 1; }
 fi
 
-cat > "$work/launch" << EOF
-#!/bin/sh
-[ "\$OMPI_COMM_WORLD_RANK" = 1 ] && exec ip netns exec $ns1 "\$@"
-exec "\$@"
-EOF
-chmod +x "$work/launch"
+netns_launcher "$work/launch" 1 "$ns0" "$ns1"
 
 tx() { # bytes sent by device $2 in namespace $1
     ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"
@@ -96,7 +61,7 @@ run() { # name, environment..., -- command...
     done
     shift
     echo "netns_ucx: $name"
-    env PMR_PROVIDER=ucx UCX_TLS=tcp PMR_TIMEOUT=60 "${env[@]}" \
+    netns_run env PMR_PROVIDER=ucx UCX_TLS=tcp PMR_TIMEOUT=60 "${env[@]}" \
         PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=10.77.9.0/24 \
         timeout 300 ip netns exec "$ns0" "$mpiexec" --allow-run-as-root --oversubscribe \
         --bind-to none --mca btl self,vader --mca pml ob1 -np 2 "$work/launch" "$@" \
