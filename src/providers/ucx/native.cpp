@@ -194,31 +194,34 @@ bool Endpoint::rma_emulated() const {
 }
 
 bool lanes_emulate_rma(const std::string& info) {
-    // A lane reads "lane[0]:  0:tcp/lo.0 md[0]  -> md[0]/tcp/sysdev[255] rma_bw#0 am am_bw#0".
-    bool any_lane = false;
-    bool short_puts = false;
-    bool over_tcp = false;
+    // UCX 1.13 lists a lane as "lane[0]:  0:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am",
+    // and the protocols of its lanes for one-sided operations as "put[0]: 0..<short>..(inf)". TCP
+    // has neither (UCX emulates puts with active messages; its rma_bw lane serves rendezvous).
+    bool native = false;
+    bool short_puts_over_tcp = false;
     std::istringstream lines(info);
     for (std::string line; std::getline(lines, line);) {
+        if (line.find(" put[") != std::string::npos) {
+            native = true;
+            continue;
+        }
         const std::size_t lane = line.find("lane[");
         if (lane == std::string::npos) {
             continue;
         }
-        any_lane = true;
         std::istringstream words(line.substr(lane));
         std::string word;
         std::string transport;
-        bool rma = false;
         words >> word >> transport; // "lane[0]:", "0:tcp/lo.0"
         while (words >> word) {
-            const std::string kind = word.substr(0, word.find('#'));
-            short_puts = short_puts || kind == "rma";
-            rma = rma || kind == "rma" || kind == "rma_bw";
+            if (word.substr(0, word.find('#')) == "rma") {
+                native = true;
+                const std::size_t name = transport.find(':') + 1;
+                short_puts_over_tcp = short_puts_over_tcp || transport.compare(name, 3, "tcp") == 0;
+            }
         }
-        const std::size_t name = transport.find(':') + 1;
-        over_tcp = over_tcp || (rma && transport.compare(name, 3, "tcp") == 0);
     }
-    return any_lane && (!short_puts || over_tcp);
+    return !native || short_puts_over_tcp;
 }
 
 void Endpoint::on_error(void* arg, ucp_ep_h /*endpoint*/, ucs_status_t status) {

@@ -123,10 +123,10 @@ public:
 
     ucp_ep_h get() const noexcept { return handle_; }
     Worker& worker() const noexcept { return *worker_; }
-    /// Whether UCX emulates one-sided operations on this endpoint with messages: no lane for
-    /// short puts, or an RMA lane over TCP (whose puts the peer's progress writes and whose fence
-    /// waits for the peer's acknowledgement). From the lanes ucp_ep_print_info lists, because
-    /// UCX 1.13 has no query for an endpoint's transports; false if they cannot be read.
+    /// Whether UCX emulates one-sided operations on this endpoint with messages (TCP: each put
+    /// is an active message the peer's progress writes, and a fence waits for the peer's
+    /// acknowledgements): no lane does puts natively. From what ucp_ep_print_info lists, because
+    /// UCX 1.13 has no query for an endpoint's transports; true if it lists nothing.
     bool rma_emulated() const;
     /// UCS_OK while healthy; the error UCX reported for this endpoint otherwise.
     ucs_status_t failure() const noexcept {
