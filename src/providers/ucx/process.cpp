@@ -291,7 +291,14 @@ Request UcxProcess::signal(const Endpoint& endpoint, const Notice& notice, const
 
 Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& piece,
                                const void* data, std::size_t bytes, const std::string& where) {
-    ucp_request_param_t params{}; // eager or rendezvous, as UCX's thresholds say
+    // Eager at every size: a send window's wait() must not depend on the receiver's progress
+    // (after its own send completed, the peer may sit in MPI or in the application), and a
+    // rendezvous completes only once the receiver has fetched the data. An eager send completes
+    // once UCX has the data on its way, as a put over TCP does; the receiver copies it out of
+    // UCX's buffer. The rendezvous branch of on_piece() remains for peers that ask for it.
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER;
     return {ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
             "ucp_am_send_nbx (message path)", where};
 }
