@@ -45,7 +45,7 @@ struct UcxSettings {
     enum class Signal { automatic, put, am } signal = Signal::automatic;
     /// PMR_UCX_PATH=auto|put|message: the data path between processes that do not map each
     /// other's memory. put: puts, fence and signal (rails/protocol.hpp); message: one active
-    /// message per round with the data (eager, or rendezvous straight into the receive buffer)
+    /// message per round with the data (eager, copied into the receive buffer on arrival)
     /// and credits as messages; auto: message where UCX emulates RMA on an endpoint of the
     /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
     /// memory).
@@ -108,8 +108,8 @@ public:
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
                           std::size_t bytes, const std::string& where);
-    /// Sends a piece of a round on the message path with its `bytes` of `data`; UCX chooses eager
-    /// or rendezvous. `piece` and `data` stay valid until the returned request is done.
+    /// Sends a piece of a round on the message path with its `bytes` of `data`, eagerly. `piece`
+    /// and `data` stay valid until the returned request is done.
     static Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
                               std::size_t bytes, const std::string& where);
 

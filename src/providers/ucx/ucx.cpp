@@ -247,7 +247,7 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
         s.rails.use_messages();
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
-                  " B inside a notice; larger eager or by rendezvous into the receive buffer), "
+                  " B inside a notice; larger eagerly, copied into the receive buffer), "
                   "credits as messages [" +
                   s.at() + "]");
         return;

@@ -31,8 +31,9 @@
 //   - messages, otherwise where UCX emulates RMA on the connection's lanes (TCP: each put is a
 //     message, and a fence waits for the peer's acknowledgement), see PMR_UCX_PATH: init() sends
 //     credit n as an active message; post() sends up to 232 B inside one active message, larger
-//     messages as one active message per rail with the data, which UCX sends eagerly or by
-//     rendezvous straight into the registered receive buffer (ucp_am_recv_data_nbx); the
+//     messages as one active message per rail with the data, sent eagerly and copied into the
+//     receive buffer by the handler (a rendezvous, which ucp_am_recv_data_nbx would receive
+//     straight into the buffer, completes the send only with the receiver's progress); the
 //     receiver's registry publishes the slot once all bytes of the round landed. No fence, one
 //     message per round and direction plus the credit.
 //   - the receiver's wait() sees the sequence word of slot n % 4 (and the rail words) with an
