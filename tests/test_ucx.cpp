@@ -10,6 +10,7 @@
 #include "providers/ucx/native.hpp"
 #include "providers/ucx/process.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -139,9 +140,80 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     CHECK_THROWS_AS(read_ucx_settings(), pmr::ArgumentError);
     env.set("PMR_UCX_PEER_ERRORS", "on");
     env.set("PMR_UCX_SIGNAL", "put");
+    env.set("PMR_UCX_PATH", nullptr);
     s = read_ucx_settings();
     CHECK(s.peer_errors == pmr::detail::ucx::UcxSettings::PeerErrors::on);
     CHECK(s.signal == pmr::detail::ucx::UcxSettings::Signal::put);
+    CHECK(s.path == pmr::detail::ucx::UcxSettings::Path::automatic);
+    env.set("PMR_UCX_PATH", "message");
+    CHECK(read_ucx_settings().path == pmr::detail::ucx::UcxSettings::Path::message);
+    env.set("PMR_UCX_PATH", "put");
+    CHECK(read_ucx_settings().path == pmr::detail::ucx::UcxSettings::Path::put);
+    env.set("PMR_UCX_PATH", "am");
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_PATH='am'") !=
+          std::string::npos);
+}
+
+TEST_CASE("emulated RMA is told from the lanes UCX lists", "[ucx][path]") {
+    using pmr::detail::ucx::lanes_emulate_rma;
+    // The shape of ucp_ep_print_info in UCX 1.13 (TCP and shared memory as printed here).
+    const std::string tcp = "#  lane[0]:  0:tcp/lo.0 md[0]  -> md[0]/tcp/sysdev[255] rma_bw#0 am "
+                            "am_bw#0 wireup\n#\n#  am_send: 0..<egr/short>..8185..<rndv>..(inf)\n"
+                            "#  rma_bw: mds [0] rndv_rkey_size 10\n";
+    const std::string shm = "#  lane[0]:  0:self/memory0.0 md[0] -> md[0]/self/sysdev[255] am\n"
+                            "#  lane[1]:  4:posix/memory.0 md[3] -> md[3]/posix/sysdev[255]\n"
+                            "#  lane[2]:  5:cma/memory.0 md[4] -> md[4]/cma/sysdev[255] rma_bw#0\n"
+                            "#  put[0]: 0..<short>..4294967296..<bcopy>..(inf)\n";
+    const std::string rdma = "#  lane[0]:  2:rc_mlx5/mlx5_0:1.0 md[2] -> md[2]/ib/sysdev[0] rma#0 "
+                             "rma_bw#0 am am_bw#0\n";
+    CHECK(lanes_emulate_rma(tcp));
+    CHECK_FALSE(lanes_emulate_rma(shm));
+    CHECK_FALSE(lanes_emulate_rma(rdma));
+    CHECK(lanes_emulate_rma("#  lane[0]:  0:ud_mlx5/mlx5_0:1.0 md[0] -> md[0]/ib am wireup\n"));
+    CHECK(lanes_emulate_rma("#  lane[0]:  0:tcp/eth0.0 md[0] -> md[0]/tcp rma#0 am\n"));
+    CHECK(lanes_emulate_rma("")); // nothing listed: messages work everywhere
+}
+
+TEST_CASE("an endpoint over TCP emulates RMA, over shared memory it does not", "[ucx][path]") {
+    // To the own worker: UCX's self transport, or TCP when UCX_TLS=tcp.
+    auto rails = pmr::detail::ucx::UcxProcess::instance("test");
+    const auto& worker = *rails->rail(0).worker;
+    auto endpoint = rails->endpoint(0, worker.address(), false, "test");
+    const char* tls = std::getenv("UCX_TLS");
+    const bool tcp_only = tls != nullptr && std::string(tls) == "tcp";
+    CHECK(endpoint->rma_emulated() == tcp_only);
+}
+
+TEST_CASE("every size crosses on the configured path, repeatedly, with the data intact",
+          "[ucx][path]") {
+    // Inline, eager and rendezvous sizes of the message path (UCX over TCP switches to rendezvous
+    // near 20 KiB), and the put path under PMR_UCX_PATH=put.
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 10, 10), pmr::Provider::ucx);
+    for (const std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{58}, std::size_t{59}, std::size_t{5000},
+          std::size_t{70000}, std::size_t{600000}}) {
+        pmr::SendWindow<int> send(c, count);
+        pmr::RecvWindow<int> recv(c, count);
+        for (int round = 1; round <= 5; ++round) {
+            recv.init();
+            recv.post();
+            send.init();
+            for (std::size_t i = 0; i < count; ++i) {
+                send[i] = static_cast<int>(i) * 7 + round + world_rank() * 1000;
+            }
+            send.post();
+            send.wait();
+            recv.wait();
+            REQUIRE(recv.received_bytes() == count * sizeof(int));
+            const int peer = partner();
+            bool intact = true;
+            for (std::size_t i = 0; i < count; ++i) {
+                intact = intact && recv[i] == static_cast<int>(i) * 7 + round + peer * 1000;
+            }
+            INFO("count " << count << " round " << round);
+            REQUIRE(intact);
+        }
+    }
 }
 
 TEST_CASE("peers without a UCX transport in common get a clear error", "[.][unreachable]") {

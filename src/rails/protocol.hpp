@@ -19,6 +19,16 @@
 //                      mask (acquire loads), then copies inline payloads out.
 // Notices are small messages addressed by window id and dispatched through the registry
 // (registry.hpp), so a notice for a window that is gone is dropped instead of writing freed memory.
+//
+// Round n of the message path (transports whose puts are emulated by messages, e.g. UCX over TCP,
+// where a put, a fence and a sequence word cost several messages and a round trip):
+//   receiver init(n):  a `credit` notice to the sender, which stores n in its cell
+//   sender post(n):    waits for credit >= n; up to inline_capacity bytes travel inside an
+//                      `arrived` notice; larger messages as one Piece message per rail that carries
+//                      pieces, with the data (the transport may deliver it by rendezvous straight
+//                      into the receive buffer); no fence
+//   receiver:          the registry copies (or the transport receives) each piece into the buffer
+//                      and publishes the slot of round n once all bytes of the round have landed.
 #pragma once
 
 #include "base/copy_channel.hpp"
@@ -62,6 +72,7 @@ enum class NoticeKind : std::uint32_t {
     /// whole small message of `round` is in this message
     arrived = 4,
     sender_connected = 5, ///< to a receiver: the sender has unpacked its keys
+    credit = 6,           ///< to a sender: the receiver granted `round` (message path)
 };
 
 struct Notice {
@@ -73,6 +84,13 @@ struct Notice {
     std::uint16_t rail = 0; ///< arrived, sender_closed: the rail this notice travelled on
     /// arrived on rail 0, sender_closed: mask of the other rails that carried pieces
     std::uint16_t rails = 0;
+};
+
+/// One piece of a round on the message path: `notice` (kind arrived, `bytes` the whole round)
+/// and where the piece's data, which travels with the message, goes in the receive buffer.
+struct Piece {
+    Notice notice;
+    std::uint64_t offset = 0;
 };
 
 /// Bits of a send window's state word that the notice handler shares with the data path.

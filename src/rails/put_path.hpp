@@ -28,6 +28,12 @@
 //   static std::shared_ptr<Memory> owned(Process&, const void* address, bytes); // or null
 //   static Blob pack(const Memory&, where);
 //   static void put_key(BlobWriter&, const Blob&);  static Blob get_key(BlobReader&, what, where);
+// and, for the message path (protocol.hpp; optional, see has_piece_messages):
+//   static Request send(Connection&, rail, const Piece&, const void* data, bytes, where);
+//                                                // one message with the piece's data, handed to
+//                                                // the peer's Registry::destination()/landed();
+//                                                // complete once the data left the source and
+//                                                // the piece header may be reused
 #pragma once
 
 #include "base/backoff.hpp"
@@ -96,6 +102,16 @@ struct is_transport<
     : std::true_type {};
 } // namespace check
 
+/// Whether transport T can send pieces as messages (the message path of protocol.hpp).
+template <class T, class = void>
+struct has_piece_messages : std::false_type {};
+template <class T>
+struct has_piece_messages<
+    T, std::void_t<decltype(typename T::Request{T::send(
+           std::declval<typename T::Connection&>(), std::size_t{}, std::declval<const Piece&>(),
+           std::declval<const void*>(), std::size_t{}, std::declval<const std::string&>())})>>
+    : std::true_type {};
+
 template <class T>
 constexpr bool transport_conforms() {
     static_assert(check::is_transport<T>::value,
@@ -136,7 +152,7 @@ public:
         cell_ = process_->acquire_cell(at());
         cell_key_ = process_->cell_key(cell_);
         try {
-            process_->registry().add_sender(id_, &flags_);
+            process_->registry().add_sender(id_, &flags_, cell_);
         } catch (...) {
             process_->registry().release_cell(cell_);
             throw;
@@ -270,6 +286,15 @@ public:
     /// tells the receiver.
     void use_load_store() noexcept { load_store_ = true; }
 
+    /// The message path of protocol.hpp instead of puts (after connect): every round is one
+    /// message per rail that carries pieces, with the data, and no fence.
+    void use_messages() noexcept {
+        static_assert(has_piece_messages<T>::value,
+                      "the message path needs T::send (see the top of rails/put_path.hpp)");
+        messages_ = true;
+        signal_by_message_ = true;
+    }
+
     const typename T::RemoteKey& inbox_key(std::size_t rail) const { return inbox_keys_[rail]; }
     const typename T::RemoteKey* buffer_key(std::size_t rail) const {
         return rail < buffer_keys_.size() ? &buffer_keys_[rail] : nullptr;
@@ -310,6 +335,11 @@ public:
             if (phase_ == Phase::completing) {
                 if (!finished()) {
                     return false;
+                }
+                if (messages_) {
+                    // A piece sent by rendezvous is read from the source (and written into the
+                    // receiver's memory) until its request completes.
+                    end_writing();
                 }
                 phase_ = Phase::idle;
             }
@@ -376,7 +406,8 @@ private:
             receiver_gone();
         }
         const std::uint64_t slot = slot_address(round_);
-        if (bytes_ > 0 && bytes_ <= copy_channel::inline_capacity && signal_by_message_) {
+        if ((bytes_ > 0 || messages_) && bytes_ <= copy_channel::inline_capacity &&
+            signal_by_message_) {
             // One notice carries a small message whole: a put costs a message of its own where
             // the transport emulates puts.
             keep(T::signal(*connection_, 0, arrival(0, 0), source_, bytes_, at()));
@@ -396,6 +427,12 @@ private:
                         slot + slot_header_offset, at()));
             put_sequence(slot);
             return true;
+        }
+        if constexpr (has_piece_messages<T>::value) {
+            if (messages_) {
+                send_pieces();
+                return true;
+            }
         }
         std::uint16_t other_rails = 0;
         for (const RailRange& piece : pieces_) {
@@ -437,6 +474,24 @@ private:
             put_sequence(slot);
         }
         return true;
+    }
+
+    // The message path: one message per piece, each with its data; the receiver publishes the
+    // round once all bytes landed. The writing bit stays set until the sends complete.
+    void send_pieces() {
+        piece_headers_.resize(pieces_.size());
+        for (std::size_t i = 0; i < pieces_.size(); ++i) {
+            const RailRange& piece = pieces_[i];
+            Piece& header = piece_headers_[i];
+            header.notice = arrival(piece.rail, 0);
+            header.offset = piece.offset;
+            keep(T::send(*connection_, piece.rail, header, source_ + piece.offset, piece.bytes,
+                         at()));
+            if (piece.rail != 0) {
+                other_rails_used_ |= 1U << piece.rail;
+            }
+        }
+        phase_ = Phase::completing;
     }
 
     const Notice& arrival(std::size_t rail, std::uint16_t other_rails) {
@@ -500,7 +555,9 @@ private:
     std::uint64_t buffer_address_ = 0;
     bool load_store_ = false;
 
-    bool signal_by_message_ = false; ///< notices instead of fence and sequence put
+    bool signal_by_message_ = false;   ///< notices instead of fence and sequence put
+    bool messages_ = false;            ///< the message path (use_messages())
+    std::vector<Piece> piece_headers_; ///< of the current round, valid until `requests_` are done
     std::uint64_t round_ = 0;
     Phase phase_ = Phase::idle;
     const std::byte* source_ = nullptr;
@@ -562,7 +619,7 @@ public:
                 registrations_.push_back(std::move(registration));
             }
         }
-        p.registry().add_receiver(id_, inbox_, &acked_, &sender_connected_);
+        p.registry().add_receiver(id_, inbox_, &acked_, &sender_connected_, buffer_, bytes_);
     }
     RailReceiver(const RailReceiver&) = delete;
     RailReceiver& operator=(const RailReceiver&) = delete;
@@ -653,6 +710,9 @@ public:
         sender_puts_ = mapped_cell_ == nullptr;
     }
 
+    /// Credits as `credit` notices instead of puts (where puts are emulated by messages).
+    void use_credit_notices() noexcept { credit_notices_ = true; }
+
     void init() {
         ++round_;
         // The credit goes where either path of the sender looks: the inbox (load/store) and the
@@ -667,6 +727,14 @@ public:
         }
         finish_credit(); // the network may still read the previous credit from `credit_`
         credit_ = round_;
+        if (credit_notices_) {
+            credit_notice_.target = sender_id_;
+            credit_notice_.from = id_;
+            credit_notice_.round = round_;
+            credit_notice_.kind = NoticeKind::credit;
+            credit_request_ = T::signal(*connection_, 0, credit_notice_, nullptr, 0, at());
+            return;
+        }
         credit_request_ =
             T::put(*connection_, 0, cell_key_, &credit_, sizeof credit_, cell_address_, at());
     }
@@ -816,6 +884,8 @@ private:
     std::uint64_t cell_address_ = 0;
     std::atomic<std::uint64_t>* mapped_cell_ = nullptr; ///< credits by store when not null
     std::uint64_t credit_ = 0;                          ///< source of the credit put
+    bool credit_notices_ = false;                       ///< credits as notices, not puts
+    Notice credit_notice_;                              ///< source of the credit notice
     typename T::Request credit_request_;
     bool sender_puts_ = true; ///< the sender is on the put path (its data lands during progress)
 

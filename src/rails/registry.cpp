@@ -1,25 +1,70 @@
 // SPDX-License-Identifier: MIT
 #include "rails/registry.hpp"
 
+#include <cstring>
 #include <new>
 
 namespace pmr::detail::rails {
 
-void Registry::add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state) {
+void Registry::add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state,
+                          const CreditCell& cell) {
     std::lock_guard<std::mutex> lock(mutex_);
     Link& link = links_[id];
     link.role = Link::Role::sender;
     link.sender_state = state;
+    link.cell = cell;
 }
 
 void Registry::add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
-                            std::atomic<bool>* connected) {
+                            std::atomic<bool>* connected, std::byte* buffer, std::size_t capacity) {
     std::lock_guard<std::mutex> lock(mutex_);
     Link& link = links_[id];
     link.role = Link::Role::receiver;
     link.inbox = inbox;
     link.acked = acked;
     link.connected = connected;
+    link.buffer = buffer;
+    link.capacity = capacity;
+}
+
+Registry::Link* Registry::receiver_locked(std::uint64_t id) noexcept {
+    auto it = links_.find(id);
+    return it != links_.end() && it->second.role == Link::Role::receiver ? &it->second : nullptr;
+}
+
+std::byte* Registry::destination(const Piece& piece, std::size_t bytes) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link* link = receiver_locked(piece.notice.target);
+    if (link == nullptr || link->buffer == nullptr || piece.offset > link->capacity ||
+        bytes > link->capacity - piece.offset) {
+        return nullptr;
+    }
+    return link->buffer + piece.offset;
+}
+
+void Registry::landed(const Piece& piece, const void* data, std::size_t bytes) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link* link = receiver_locked(piece.notice.target);
+    const Notice& notice = piece.notice;
+    if (link == nullptr || notice.bytes > link->capacity || piece.offset > notice.bytes ||
+        bytes > notice.bytes - piece.offset) {
+        return; // the window is gone, or the piece is malformed: the round never completes
+    }
+    if (data != nullptr && bytes > 0) {
+        std::memcpy(link->buffer + piece.offset, data, bytes);
+    }
+    if (link->landed_round != notice.round) {
+        link->landed_round = notice.round;
+        link->landed_bytes = 0;
+    }
+    link->landed_bytes += bytes;
+    // Rounds do not overlap (the next needs a credit the receiver grants after this one), so
+    // counting bytes suffices; the pieces of a round carry disjoint ranges.
+    if (link->landed_bytes == notice.bytes) {
+        copy_channel::slot_of(link->inbox->block, notice.round).reserved = 0;
+        copy_channel::publish(link->inbox->block, notice.round, notice.bytes,
+                              copy_channel::Delivery::direct);
+    }
 }
 
 void Registry::remove(std::uint64_t id) noexcept {
@@ -122,6 +167,16 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
     case NoticeKind::revoke_ack:
         if (link != nullptr && link->role == Link::Role::receiver) {
             link->acked->store(true, std::memory_order_release);
+        }
+        break;
+    case NoticeKind::credit:
+        if (link != nullptr && link->role == Link::Role::sender && link->cell.word != nullptr) {
+            // Credits only grow; a revoked cell stays revoked.
+            std::uint64_t current = link->cell.word->load(std::memory_order_acquire);
+            while (current < notice.round &&
+                   !link->cell.word->compare_exchange_weak(current, notice.round,
+                                                           std::memory_order_acq_rel)) {
+            }
         }
         break;
     case NoticeKind::sender_connected:

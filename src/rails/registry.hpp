@@ -22,10 +22,14 @@ public:
     std::uint64_t next_window_id() noexcept { return next_id_.fetch_add(1) + 1; }
 
     // Windows ------------------------------------------------------------------------------------
-    void add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state);
-    /// `acked` and `connected` are set by revoke_ack and sender_connected notices.
+    /// `cell` receives the credits that come as notices (message path).
+    void add_sender(std::uint64_t id, std::atomic<std::uint32_t>* state,
+                    const CreditCell& cell = {});
+    /// `acked` and `connected` are set by revoke_ack and sender_connected notices; pieces of the
+    /// message path land in [buffer, buffer + capacity).
     void add_receiver(std::uint64_t id, Inbox* inbox, std::atomic<bool>* acked,
-                      std::atomic<bool>* connected);
+                      std::atomic<bool>* connected, std::byte* buffer = nullptr,
+                      std::size_t capacity = 0);
     void remove(std::uint64_t id) noexcept;
     /// The send window `id` is gone but its receiver may still put credits into `cell`: keep the
     /// cell until the receiver says it closed.
@@ -48,6 +52,13 @@ public:
     /// cell a retired send window kept for its receiver.
     void peer_withdrew(std::uint64_t id) noexcept;
 
+    /// Message path: where the `bytes` of `piece` go in its receive window's buffer, or null if
+    /// the window is gone or the piece does not fit (then the transport drops the data).
+    std::byte* destination(const Piece& piece, std::size_t bytes) noexcept;
+    /// Message path: `bytes` of `piece` have landed in the buffer (copied there from `data` here
+    /// unless it is null); publishes the round once all of its bytes are there.
+    void landed(const Piece& piece, const void* data, std::size_t bytes) noexcept;
+
     // Credit cells -------------------------------------------------------------------------------
     /// A free cell, zeroed, or nothing (then the provider adds a chunk).
     std::optional<CreditCell> take_cell() noexcept;
@@ -66,10 +77,15 @@ private:
         std::atomic<bool>* acked = nullptr;
         std::atomic<bool>* connected = nullptr;
         std::uint32_t closed_rails = 0; ///< receiver: rails whose sender_closed notice came
+        std::byte* buffer = nullptr;    ///< receiver: where pieces land (message path)
+        std::size_t capacity = 0;
+        std::uint64_t landed_round = 0; ///< receiver: the round whose pieces are landing
+        std::uint64_t landed_bytes = 0; ///< and how many of its bytes have landed
         CreditCell cell;
     };
 
     void release_cell_locked(const CreditCell& cell) noexcept;
+    Link* receiver_locked(std::uint64_t id) noexcept;
 
     std::atomic<std::uint64_t> next_id_{0};
     std::mutex mutex_; // links_, free_cells_

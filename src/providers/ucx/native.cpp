@@ -6,6 +6,9 @@
 #include "base/error.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <utility>
 
 namespace pmr::detail::ucx {
@@ -175,6 +178,50 @@ Endpoint::Endpoint(std::shared_ptr<Worker> worker, const Blob& peer_address, boo
     params.err_handler.cb = &Endpoint::on_error;
     params.err_handler.arg = failure_.get();
     check(ucp_ep_create(worker_->get(), &params, &handle_), "ucp_ep_create", where);
+}
+
+bool Endpoint::rma_emulated() const {
+    char* text = nullptr;
+    std::size_t length = 0;
+    FILE* stream = open_memstream(&text, &length);
+    if (stream == nullptr) {
+        return false;
+    }
+    ucp_ep_print_info(handle_, stream);
+    std::fclose(stream);
+    const std::unique_ptr<char, void (*)(void*)> owner(text, &std::free);
+    return lanes_emulate_rma(std::string(text, length));
+}
+
+bool lanes_emulate_rma(const std::string& info) {
+    // UCX 1.13 lists a lane as "lane[0]:  0:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 am",
+    // and the protocols of its lanes for one-sided operations as "put[0]: 0..<short>..(inf)". TCP
+    // has neither (UCX emulates puts with active messages; its rma_bw lane serves rendezvous).
+    bool native = false;
+    bool short_puts_over_tcp = false;
+    std::istringstream lines(info);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find(" put[") != std::string::npos) {
+            native = true;
+            continue;
+        }
+        const std::size_t lane = line.find("lane[");
+        if (lane == std::string::npos) {
+            continue;
+        }
+        std::istringstream words(line.substr(lane));
+        std::string word;
+        std::string transport;
+        words >> word >> transport; // "lane[0]:", "0:tcp/lo.0"
+        while (words >> word) {
+            if (word.substr(0, word.find('#')) == "rma") {
+                native = true;
+                const std::size_t name = transport.find(':') + 1;
+                short_puts_over_tcp = short_puts_over_tcp || transport.compare(name, 3, "tcp") == 0;
+            }
+        }
+    }
+    return !native || short_puts_over_tcp;
 }
 
 void Endpoint::on_error(void* arg, ucp_ep_h /*endpoint*/, ucs_status_t status) {

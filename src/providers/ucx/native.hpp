@@ -40,6 +40,10 @@ bool is_peer_failure(ucs_status_t status) noexcept;
 /// a dead or stuck peer, and cannot throw. PMR_TIMEOUT if set and shorter, else 10 s.
 double teardown_grace_seconds() noexcept;
 
+/// Whether the lanes of an endpoint as ucp_ep_print_info describes them emulate RMA (see
+/// Endpoint::rma_emulated()); public for tests.
+bool lanes_emulate_rma(const std::string& info);
+
 /// One UCP context: the transports and memory domains of one rail.
 class Context {
 public:
@@ -119,6 +123,11 @@ public:
 
     ucp_ep_h get() const noexcept { return handle_; }
     Worker& worker() const noexcept { return *worker_; }
+    /// Whether UCX emulates one-sided operations on this endpoint with messages (TCP: each put
+    /// is an active message the peer's progress writes, and a fence waits for the peer's
+    /// acknowledgements): no lane does puts natively. From what ucp_ep_print_info lists, because
+    /// UCX 1.13 has no query for an endpoint's transports; true if it lists nothing.
+    bool rma_emulated() const;
     /// UCS_OK while healthy; the error UCX reported for this endpoint otherwise.
     ucs_status_t failure() const noexcept {
         return failure_ ? static_cast<ucs_status_t>(failure_->load(std::memory_order_acquire))

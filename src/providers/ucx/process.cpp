@@ -17,6 +17,7 @@ namespace pmr::detail::ucx {
 namespace {
 
 constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pmr's own workers
+constexpr unsigned piece_id = 0x706e;  // active-message id of the pieces of the message path
 constexpr std::size_t cells_per_chunk = 256;
 
 const char* variable(const char* name) {
@@ -73,6 +74,19 @@ UcxSettings read_ucx_settings() {
                         "Unset it or give PMR_UCX_SIGNAL=am.");
         }
     }
+    if (const char* path = variable("PMR_UCX_PATH")) {
+        const std::string m = path;
+        if (m == "auto") {
+            s.path = UcxSettings::Path::automatic;
+        } else if (m == "put") {
+            s.path = UcxSettings::Path::put;
+        } else if (m == "message") {
+            s.path = UcxSettings::Path::message;
+        } else {
+            bad_setting("PMR_UCX_PATH='" + m + "'", "is not auto, put or message",
+                        "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
+        }
+    }
     return s;
 }
 
@@ -111,6 +125,18 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
     for (const Rail& rail : rails_) {
         check(ucp_worker_set_am_recv_handler(rail.worker->get(), &handler),
               "ucp_worker_set_am_recv_handler", where);
+        auto receiver = std::make_unique<PieceReceiver>();
+        receiver->process = this;
+        receiver->worker = rail.worker->get();
+        ucp_am_handler_param_t pieces{};
+        pieces.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                            UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        pieces.id = piece_id;
+        pieces.cb = &UcxProcess::on_piece;
+        pieces.arg = receiver.get();
+        check(ucp_worker_set_am_recv_handler(rail.worker->get(), &pieces),
+              "ucp_worker_set_am_recv_handler", where);
+        piece_receivers_.push_back(std::move(receiver));
     }
     std::string text;
     for (const Rail& rail : rails_) {
@@ -261,6 +287,69 @@ Request UcxProcess::signal(const Endpoint& endpoint, const Notice& notice, const
     return {
         ucp_am_send_nbx(endpoint.get(), notice_id, &notice, sizeof(Notice), data, bytes, &params),
         "ucp_am_send_nbx", where};
+}
+
+Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& piece,
+                               const void* data, std::size_t bytes, const std::string& where) {
+    // Eager at every size: a send window's wait() must not depend on the receiver's progress
+    // (after its own send completed, the peer may sit in MPI or in the application), and a
+    // rendezvous completes only once the receiver has fetched the data. An eager send completes
+    // once UCX has the data on its way, as a put over TCP does; the receiver copies it out of
+    // UCX's buffer. The rendezvous branch of on_piece() remains for peers that ask for it.
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER;
+    return {ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
+            "ucp_am_send_nbx (message path)", where};
+}
+
+ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t header_length,
+                                  void* data, std::size_t length,
+                                  const ucp_am_recv_param_t* param) {
+    if (header_length != sizeof(rails::Piece)) {
+        return UCS_OK; // not ours; a rendezvous is dropped by returning without receiving it
+    }
+    const auto* receiver = static_cast<const PieceReceiver*>(arg);
+    rails::Registry& registry = receiver->process->registry_;
+    rails::Piece piece;
+    std::memcpy(&piece, header, sizeof piece);
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {
+        registry.landed(piece, data, length);
+        return UCS_OK;
+    }
+    // Rendezvous: UCX moves the data straight into the receive buffer.
+    std::byte* into = registry.destination(piece, length);
+    auto* landing = new (std::nothrow) Landing{receiver->process, piece};
+    if (into == nullptr || landing == nullptr) {
+        delete landing;
+        return UCS_OK; // the window is gone (or no memory): dropped, the sender completes
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.recv_am = &UcxProcess::on_piece_landed;
+    params.user_data = landing;
+    const ucs_status_ptr_t result =
+        ucp_am_recv_data_nbx(receiver->worker, data, into, length, &params);
+    if (UCS_PTR_IS_ERR(result)) {
+        // The round never completes here; the receiver's wait ends in PeerLost or Timeout.
+        debug_log(std::string("ucx: receiving a piece failed: ") +
+                  ucs_status_string(UCS_PTR_STATUS(result)));
+        delete landing;
+    } else if (result == nullptr) {
+        registry.landed(piece, nullptr, length);
+        delete landing;
+    }
+    return UCS_OK;
+}
+
+void UcxProcess::on_piece_landed(void* request, ucs_status_t status, std::size_t length,
+                                 void* user_data) {
+    auto* landing = static_cast<Landing*>(user_data);
+    if (status == UCS_OK) {
+        landing->process->registry_.landed(landing->piece, nullptr, length);
+    }
+    delete landing;
+    ucp_request_free(request);
 }
 
 ucs_status_t UcxProcess::on_notice(void* arg, const void* header, std::size_t header_length,

@@ -43,6 +43,13 @@ struct UcxSettings {
     /// auto: am to peers on this node (UCX emulates puts into their user memory with active
     /// messages, which a fence does not order against a shared-memory write), put otherwise.
     enum class Signal { automatic, put, am } signal = Signal::automatic;
+    /// PMR_UCX_PATH=auto|put|message: the data path between processes that do not map each
+    /// other's memory. put: puts, fence and signal (rails/protocol.hpp); message: one active
+    /// message per round with the data (eager, copied into the receive buffer on arrival)
+    /// and credits as messages; auto: message where UCX emulates RMA on an endpoint of the
+    /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
+    /// memory).
+    enum class Path { automatic, put, message } path = Path::automatic;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
@@ -101,6 +108,10 @@ public:
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
                           std::size_t bytes, const std::string& where);
+    /// Sends a piece of a round on the message path with its `bytes` of `data`, eagerly. `piece`
+    /// and `data` stay valid until the returned request is done.
+    static Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
+                              std::size_t bytes, const std::string& where);
 
     // Library-owned memory
     // --------------------------------------------------------------------------
@@ -117,6 +128,20 @@ private:
 
     static ucs_status_t on_notice(void* arg, const void* header, std::size_t header_length,
                                   void* data, std::size_t length, const ucp_am_recv_param_t* param);
+    /// The handler of pieces on one rail's worker.
+    struct PieceReceiver {
+        UcxProcess* process = nullptr;
+        ucp_worker_h worker = nullptr;
+    };
+    /// A piece arriving by rendezvous: what its receive completion publishes.
+    struct Landing {
+        UcxProcess* process = nullptr;
+        rails::Piece piece;
+    };
+    static ucs_status_t on_piece(void* arg, const void* header, std::size_t header_length,
+                                 void* data, std::size_t length, const ucp_am_recv_param_t* param);
+    static void on_piece_landed(void* request, ucs_status_t status, std::size_t length,
+                                void* user_data);
     void handle(const Notice& notice, const void* data, std::size_t bytes, ucp_ep_h reply_endpoint);
     ucs_status_t post_notice(ucp_ep_h endpoint, const Notice& notice, bool reply);
     void reap_notices_locked() noexcept;
@@ -130,6 +155,7 @@ private:
 
     UcxSettings settings_;
     std::vector<Rail> rails_;
+    std::vector<std::unique_ptr<PieceReceiver>> piece_receivers_; ///< per rail
     std::mutex endpoints_mutex_;
     std::vector<std::map<Blob, std::shared_ptr<Endpoint>>> endpoints_; ///< per rail, by address
     rails::Registry registry_;

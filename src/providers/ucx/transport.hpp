@@ -39,6 +39,10 @@ struct BasicTransport {
                           const void* data, std::size_t bytes, const std::string& where) {
         return UcxProcess::signal(*connection.endpoint(rail), notice, data, bytes, where);
     }
+    static Request send(Connection& connection, std::size_t rail, const rails::Piece& piece,
+                        const void* data, std::size_t bytes, const std::string& where) {
+        return UcxProcess::send_piece(*connection.endpoint(rail), piece, data, bytes, where);
+    }
     static void notify(Connection& connection, std::size_t rail, const Notice& notice, bool reply,
                        const std::string& where) {
         connection.process().send_notice(*connection.endpoint(rail), notice, reply, where);

@@ -113,10 +113,25 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
     if (same_node_) {
         peer_process_ = PeerProcess(pid_);
     }
+    switch (process_->settings().path) {
+    case ucx::UcxSettings::Path::put:
+        messages_ = false;
+        break;
+    case ucx::UcxSettings::Path::message:
+        messages_ = true;
+        break;
+    case ucx::UcxSettings::Path::automatic:
+        messages_ = std::any_of(endpoints_.begin(), endpoints_.end(),
+                                [](const auto& endpoint) { return endpoint->rma_emulated(); });
+        break;
+    }
     debug_log("ucx: " + std::to_string(count) + " rail(s) (this side " +
               std::to_string(process_->size()) + ", peer " + std::to_string(peer_rails) +
               "), peer error handling " + (peer_errors ? "by UCX" : "by pidfd and PMR_TIMEOUT") +
-              " [" + setup.where + "]");
+              ", RMA " +
+              (messages_ ? "emulated or PMR_UCX_PATH=message: message path"
+                         : "native or PMR_UCX_PATH=put: put path") +
+              " where memory is not mapped [" + setup.where + "]");
     if (settings().debug) {
         ucp_ep_print_info(endpoints_.front()->get(), stderr);
     }
@@ -227,6 +242,15 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
     if (connection.process().settings().load_store) {
         s.mapped_inbox = reinterpret_cast<ucx::Inbox*>(s.rails.inbox_key(0).pointer(d.inbox));
+    }
+    if (!s.load_store() && connection.messages()) {
+        s.rails.use_messages();
+        debug_log(std::string("ucx: message path: one active message per round (up to ") +
+                  std::to_string(copy_channel::inline_capacity) +
+                  " B inside a notice; larger eagerly, copied into the receive buffer), "
+                  "credits as messages [" +
+                  s.at() + "]");
+        return;
     }
     if (!s.load_store()) {
         debug_log(std::string("ucx: puts (up to ") + std::to_string(copy_channel::inline_capacity) +
@@ -352,6 +376,9 @@ Blob Ucx::RecvWindow::describe() const {
 void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer,
                               std::size_t /*peer_bytes*/) {
     state_->rails.connect(connection, peer, connection.process().settings().load_store);
+    if (connection.messages()) {
+        state_->rails.use_credit_notices(); // unless the sender's cell is mapped here
+    }
 }
 
 void Ucx::RecvWindow::init() {

@@ -28,6 +28,14 @@
 //     payload is an active message on the payload's lane instead, see PMR_UCX_SIGNAL. Pieces of a
 //     multi-rail post go over their rails' endpoints, each rail followed by its own completion
 //     word (or message), so no rail waits for another.
+//   - messages, otherwise where UCX emulates RMA on the connection's lanes (TCP: each put is a
+//     message, and a fence waits for the peer's acknowledgement), see PMR_UCX_PATH: init() sends
+//     credit n as an active message; post() sends up to 232 B inside one active message, larger
+//     messages as one active message per rail with the data, sent eagerly and copied into the
+//     receive buffer by the handler (a rendezvous, which ucp_am_recv_data_nbx would receive
+//     straight into the buffer, completes the send only with the receiver's progress); the
+//     receiver's registry publishes the slot once all bytes of the round landed. No fence, one
+//     message per round and direction plus the credit.
 //   - the receiver's wait() sees the sequence word of slot n % 4 (and the rail words) with an
 //     acquire load; on the put path it also progresses the workers, which TCP needs.
 //
@@ -106,12 +114,16 @@ struct Ucx {
         /// waits for (a credit after its send completed).
         void progress() const noexcept;
         bool same_node() const noexcept { return same_node_; }
+        /// Whether windows that do not map each other's memory take the message path
+        /// (PMR_UCX_PATH; auto: where UCX emulates RMA on an endpoint of this connection).
+        bool messages() const noexcept { return messages_; }
         pid_t peer_pid() const noexcept { return pid_; }
 
     private:
         std::shared_ptr<ucx::UcxProcess> process_;
         std::vector<std::shared_ptr<ucx::Endpoint>> endpoints_;
         bool same_node_ = false;
+        bool messages_ = false;
         pid_t pid_ = 0;
         PeerProcess peer_process_;
     };
