@@ -7,8 +7,10 @@
 /// of the world (MPI_Dims_create). On the emulated Tofu with its timing model on, the series
 /// `model-rd`, `model-ring` and `model-trinaryx3` give what the model predicts
 /// (allreduce_model.hpp).
+#include "allreduce_init.hpp"
 #include "allreduce_model.hpp"
 #include "benchmark.hpp"
+#include "mpi_check.hpp"
 
 #include <pmr/collectives.hpp>
 
@@ -127,6 +129,46 @@ private:
     std::vector<double> data_;
 };
 
+/// MPI's persistent allreduce (MPI 4 or Open MPI's MPIX extension), in place.
+class MpiPersistentAllreduce final : public AllreduceVariant {
+public:
+    explicit MpiPersistentAllreduce(const Context& context)
+        : AllreduceVariant("mpix-allreduce", Family::mpi,
+                           std::string(persistent_allreduce_name()) + ", MPI_IN_PLACE, started "
+                                                                      "and waited per round",
+                           context) {}
+
+    void prepare(std::size_t bytes) override {
+        data_.assign(doubles_of(bytes), 0.0);
+        check_mpi(allreduce_init(MPI_IN_PLACE, data_.data(), static_cast<int>(data_.size()),
+                                 MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request_),
+                  persistent_allreduce_name());
+    }
+    void run(std::size_t iterations) override {
+        for (std::size_t i = 0; i < iterations; ++i) {
+            if (verifying()) {
+                fill_input(data_.data(), data_.size());
+            }
+            check_mpi(MPI_Start(&request_), "MPI_Start");
+            check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+            if (verifying()) {
+                check_result(data_.data(), data_.size());
+            }
+            next_round();
+        }
+    }
+    void release() override {
+        if (request_ != MPI_REQUEST_NULL) {
+            check_mpi(MPI_Request_free(&request_), "MPI_Request_free");
+        }
+        data_ = {};
+    }
+
+private:
+    std::vector<double> data_;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
 class AllreduceBenchmark final : public Benchmark {
 public:
     explicit AllreduceBenchmark(const Context& context) : size_(context.size) {
@@ -148,6 +190,9 @@ public:
         }
         if (context.wants("mpi-allreduce")) {
             add(std::make_unique<MpiAllreduce>(context));
+        }
+        if (persistent_allreduce_name() != nullptr && context.wants("mpix-allreduce")) {
+            add(std::make_unique<MpiPersistentAllreduce>(context));
         }
         network_ = emulated_tofu_network();
         int dims[3] = {0, 0, 0};
