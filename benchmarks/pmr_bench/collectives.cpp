@@ -226,22 +226,24 @@ private:
 
 void declare(Options& /*options*/) {}
 
+std::unique_ptr<Benchmark> create_barrier(const Options& /*options*/, const Context& context) {
+    return std::make_unique<CollectiveBenchmark>(Kind::barrier, context);
+}
+std::unique_ptr<Benchmark> create_bcast(const Options& /*options*/, const Context& context) {
+    return std::make_unique<CollectiveBenchmark>(Kind::bcast, context);
+}
+std::unique_ptr<Benchmark> create_allgather(const Options& /*options*/, const Context& context) {
+    return std::make_unique<CollectiveBenchmark>(Kind::allgather, context);
+}
+
 const bool registered_barrier = register_benchmark(
-    {"barrier", "pmr::Barrier against MPI_Barrier", "0", declare,
-     [](const Options& /*options*/, const Context& context) -> std::unique_ptr<Benchmark> {
-         return std::make_unique<CollectiveBenchmark>(Kind::barrier, context);
-     }});
-const bool registered_bcast = register_benchmark(
-    {"bcast", "broadcast from rank 0: pmr::Broadcast against MPI_Bcast", "8:1M", declare,
-     [](const Options& /*options*/, const Context& context) -> std::unique_ptr<Benchmark> {
-         return std::make_unique<CollectiveBenchmark>(Kind::bcast, context);
-     }});
+    {"barrier", "pmr::Barrier against MPI_Barrier", "0", declare, create_barrier});
+const bool registered_bcast =
+    register_benchmark({"bcast", "broadcast from rank 0: pmr::Broadcast against MPI_Bcast", "8:1M",
+                        declare, create_bcast});
 const bool registered_allgather = register_benchmark(
     {"allgather", "block of every rank to every rank: pmr::Allgather against MPI_Allgather",
-     "8:256K", declare,
-     [](const Options& /*options*/, const Context& context) -> std::unique_ptr<Benchmark> {
-         return std::make_unique<CollectiveBenchmark>(Kind::allgather, context);
-     }});
+     "8:256K", declare, create_allgather});
 
 } // namespace
 } // namespace pmr_bench

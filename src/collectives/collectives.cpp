@@ -312,9 +312,7 @@ coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connecti
         for (std::size_t d = 0; d < 3; ++d) {
             grid.coords[r][d] = static_cast<int>(all[3 * r + d]);
         }
-        grid.rank_at[static_cast<std::size_t>(
-            (grid.coords[r][0] * grid.extents[1] + grid.coords[r][1]) * grid.extents[2] +
-            grid.coords[r][2])] = static_cast<int>(r);
+        grid.rank_at[grid.index_of(grid.coords[r])] = static_cast<int>(r);
     }
     // Rails of every connection that carries a part, checked before any data moves (3 x size
     // elements: no block of the plan is empty, so every peer shows).

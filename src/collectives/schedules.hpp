@@ -48,9 +48,14 @@ struct Grid3 {
     std::vector<int> rank_at;
     std::vector<std::array<int, 3>> coords;
 
-    int rank_of(const std::array<int, 3>& c) const noexcept {
-        return rank_at[static_cast<std::size_t>((c[0] * extents[1] + c[1]) * extents[2] + c[2])];
+    /// Index into rank_at of coordinates c.
+    std::size_t index_of(const std::array<int, 3>& c) const noexcept {
+        const auto at = [](const std::array<int, 3>& a, std::size_t d) {
+            return static_cast<std::size_t>(a[d]);
+        };
+        return (at(c, 0) * at(extents, 1) + at(c, 1)) * at(extents, 2) + at(c, 2);
     }
+    int rank_of(const std::array<int, 3>& c) const noexcept { return rank_at[index_of(c)]; }
 };
 
 /// Part `part` (0, 1, 2) of a Trinaryx3 allreduce visits the dimensions in the order
