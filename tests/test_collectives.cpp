@@ -172,9 +172,8 @@ T fold_by_trinaryx3(const std::vector<std::vector<T>>& x, std::size_t i, std::si
     std::array<int, 3> c{};
     std::function<T(int)> value = [&](int level) -> T {
         if (level < 0) {
-            const auto at =
-                static_cast<std::size_t>((c[0] * extents[1] + c[1]) * extents[2] + c[2]);
-            return x[static_cast<std::size_t>(rank_at[at])][i];
+            const int at = (c[0] * extents[1] + c[1]) * extents[2] + c[2];
+            return x[static_cast<std::size_t>(rank_at[static_cast<std::size_t>(at)])][i];
         }
         const auto k = static_cast<std::size_t>(level);
         const int n = extents[dims[k]];
@@ -200,7 +199,8 @@ std::vector<int> ranks_by_coordinates(const pmr::Communicator& comm) {
                 std::array<int, 3> c = {c0, c1, c2};
                 int r = 0;
                 MPI_Cart_rank(comm.get(), c.data(), &r);
-                rank_at[static_cast<std::size_t>((c0 * e[1] + c1) * e[2] + c2)] = r;
+                const int at = (c0 * e[1] + c1) * e[2] + c2;
+                rank_at[static_cast<std::size_t>(at)] = r;
             }
         }
     }
