@@ -8,6 +8,8 @@
 
 #include <pmr/collectives.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <complex>
 #include <cstdint>
@@ -136,13 +138,91 @@ T fold_by_ring(const std::vector<std::vector<T>>& x, std::size_t i, std::size_t 
     return acc;
 }
 
+/// Chunk of index `i` when `length` elements are cut into n nearly equal chunks, larger first.
+std::size_t chunk_index(std::size_t i, std::size_t length, std::size_t n) {
+    const std::size_t base = length / n;
+    const std::size_t larger = length % n;
+    const std::size_t boundary = larger * (base + 1);
+    return i < boundary ? i / (base + 1) : larger + (i - boundary) / base;
+}
+
+/// Trinaryx3 on a 3D grid (`rank_at` by coordinates, row-major): part p = i's third of the
+/// vector visits the dimensions p, p+1, p+2 (mod 3); in each, the piece is cut into extent chunks
+/// and i's chunk q is combined along the coordinates q+1, q+2, ..., q (mod extent). The result is
+/// the fold along the last dimension of folds along the second of folds along the first.
 template <class T>
-std::vector<T> reference(const std::vector<std::vector<T>>& x, std::size_t count, pmr::ReduceOp op,
-                         pmr::AllreduceAlgorithm algorithm, pmr::ReductionOrder order) {
+T fold_by_trinaryx3(const std::vector<std::vector<T>>& x, std::size_t i, std::size_t count,
+                    pmr::ReduceOp op, const std::array<int, 3>& extents,
+                    const std::vector<int>& rank_at) {
+    const std::size_t part = chunk_index(i, count, 3);
+    std::size_t begin = part * (count / 3) + std::min<std::size_t>(part, count % 3);
+    std::size_t length = count / 3 + (part < count % 3 ? 1 : 0);
+    std::array<std::size_t, 3> dims{};
+    std::array<std::size_t, 3> chunks{};
+    for (std::size_t k = 0; k < 3; ++k) {
+        dims[k] = (part + k) % 3;
+        const auto n = static_cast<std::size_t>(extents[dims[k]]);
+        const std::size_t q = chunk_index(i - begin, length, n);
+        chunks[k] = q;
+        const std::size_t base = length / n;
+        const std::size_t larger = length % n;
+        begin += q * base + std::min(q, larger);
+        length = base + (q < larger ? 1 : 0);
+    }
+    std::array<int, 3> c{};
+    std::function<T(int)> value = [&](int level) -> T {
+        if (level < 0) {
+            const int at = (c[0] * extents[1] + c[1]) * extents[2] + c[2];
+            return x[static_cast<std::size_t>(rank_at[static_cast<std::size_t>(at)])][i];
+        }
+        const auto k = static_cast<std::size_t>(level);
+        const int n = extents[dims[k]];
+        const auto q = static_cast<int>(chunks[k]);
+        c[dims[k]] = (q + 1) % n;
+        T acc = value(level - 1);
+        for (int t = 2; t <= n; ++t) {
+            c[dims[k]] = (q + t) % n;
+            acc = apply(op, acc, value(level - 1));
+        }
+        return acc;
+    };
+    return value(2);
+}
+
+/// rank_at of a 3D Cartesian communicator (row-major coordinates).
+std::vector<int> ranks_by_coordinates(const pmr::Communicator& comm) {
+    std::vector<int> rank_at(static_cast<std::size_t>(comm.size()));
+    const auto& e = comm.extents();
+    for (int c0 = 0; c0 < e[0]; ++c0) {
+        for (int c1 = 0; c1 < e[1]; ++c1) {
+            for (int c2 = 0; c2 < e[2]; ++c2) {
+                std::array<int, 3> c = {c0, c1, c2};
+                int r = 0;
+                MPI_Cart_rank(comm.get(), c.data(), &r);
+                const int at = (c0 * e[1] + c1) * e[2] + c2;
+                rank_at[static_cast<std::size_t>(at)] = r;
+            }
+        }
+    }
+    return rank_at;
+}
+
+template <class T>
+std::vector<T> reference(const pmr::Communicator& comm, const std::vector<std::vector<T>>& x,
+                         std::size_t count, pmr::ReduceOp op, pmr::AllreduceAlgorithm algorithm,
+                         pmr::ReductionOrder order) {
     std::vector<T> out(count);
+    std::vector<int> rank_at;
+    std::array<int, 3> extents{};
+    if (algorithm == pmr::AllreduceAlgorithm::trinaryx3) {
+        rank_at = ranks_by_coordinates(comm);
+        std::copy(comm.extents().begin(), comm.extents().end(), extents.begin());
+    }
     for (std::size_t i = 0; i < count; ++i) {
         if (order == pmr::ReductionOrder::rank || x.size() == 1) {
             out[i] = fold_by_rank(x, i, op);
+        } else if (algorithm == pmr::AllreduceAlgorithm::trinaryx3) {
+            out[i] = fold_by_trinaryx3(x, i, count, op, extents, rank_at);
         } else if (algorithm == pmr::AllreduceAlgorithm::ring) {
             out[i] = fold_by_ring(x, i, count, op);
         } else {
@@ -236,7 +316,7 @@ void check_allreduce(const pmr::Communicator& comm, std::size_t count, pmr::Redu
             }
             pmr_test::complete_by_test(reduce);
         }
-        const auto expected = reference(all, count, op, reduce.algorithm(), reduce.order());
+        const auto expected = reference(comm, all, count, op, reduce.algorithm(), reduce.order());
         const std::size_t differs = first_difference(reduce.data(), expected.data(), count);
         INFO("round " << round << ", first differing element " << differs << " of " << count);
         CHECK(differs == count);
@@ -271,6 +351,36 @@ void check_type(const pmr::Communicator& comm, const std::vector<pmr::ReduceOp>&
 
 std::vector<pmr::ReduceOp> real_ops() {
     return {pmr::ReduceOp::sum, pmr::ReduceOp::max, pmr::ReduceOp::min};
+}
+
+/// Runs `reduce` (on `in`, `out`) `runs` times on the input `x`: every run must give bitwise the
+/// result of the first, and every rank the same bits (compared by hashes of the bits).
+void check_reproducible(pmr::Allreduce<double>& reduce, const std::vector<double>& x,
+                        std::vector<double>& in, const std::vector<double>& out, int runs) {
+    INFO(reduce.describe());
+    std::vector<double> first;
+    for (int run = 0; run < runs; ++run) {
+        in = x;
+        reduce();
+        if (run == 0) {
+            first = out;
+        } else if (!same_bits(first.data(), out.data(), out.size())) {
+            FAIL_CHECK("run " << run << " differs from run 0");
+            break;
+        }
+    }
+    unsigned long long hash = 0;
+    for (double v : first) {
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof bits);
+        hash = mix(hash ^ bits);
+    }
+    std::vector<unsigned long long> hashes(static_cast<std::size_t>(pmr_test::world_size()));
+    MPI_Allgather(&hash, 1, MPI_UNSIGNED_LONG_LONG, hashes.data(), 1, MPI_UNSIGNED_LONG_LONG,
+                  MPI_COMM_WORLD);
+    for (auto h : hashes) {
+        CHECK(h == hash);
+    }
 }
 
 } // namespace
@@ -358,30 +468,7 @@ TEST_CASE("allreduce: 100 runs of a sum of 10^5 doubles give one bit pattern on 
         pmr::Allreduce<double> big(comm, in.data(), out.data(), count, pmr::ReduceOp::sum,
                                    {algorithm});
         INFO(big.describe());
-        std::vector<double> first;
-        for (int run = 0; run < 100; ++run) {
-            in = x;
-            big();
-            if (run == 0) {
-                first = out;
-            } else if (!same_bits(first.data(), out.data(), count)) {
-                FAIL_CHECK("run " << run << " differs from run 0");
-                break;
-            }
-        }
-        // Every rank the same: compare a hash of the bits with every other rank's.
-        unsigned long long hash = 0;
-        for (double v : first) {
-            std::uint64_t bits = 0;
-            std::memcpy(&bits, &v, sizeof bits);
-            hash = mix(hash ^ bits);
-        }
-        std::vector<unsigned long long> hashes(static_cast<std::size_t>(comm.size()));
-        MPI_Allgather(&hash, 1, MPI_UNSIGNED_LONG_LONG, hashes.data(), 1, MPI_UNSIGNED_LONG_LONG,
-                      MPI_COMM_WORLD);
-        for (auto h : hashes) {
-            CHECK(h == hash);
-        }
+        check_reproducible(big, x, in, out, 100);
     }
 }
 
@@ -418,11 +505,13 @@ TEST_CASE("allreduce: errors are clear exceptions on every rank, never hangs",
     CHECK_THAT(message_of<pmr::ArgumentError>(
                    [&] { pmr::Allreduce<std::complex<double>> bad(comm, 4, pmr::ReduceOp::max); }),
                Catch::Contains("max is not defined for complex<double>"));
+    // Trinaryx3 needs a 3D grid (this communicator has none), and then rails (below).
     CHECK_THAT(message_of<pmr::ArgumentError>([&] {
                    pmr::Allreduce<double> bad(comm, 4, pmr::ReduceOp::sum,
                                               {pmr::AllreduceAlgorithm::trinaryx3});
                }),
-               Catch::Contains("tofu"));
+               Catch::Contains("trinaryx3") && Catch::Contains("3D Cartesian") &&
+                   Catch::Contains("0 grid dimension(s)") && Catch::Contains("PMR_TOFU_TNIS"));
     CHECK_THAT(message_of<pmr::ArgumentError>([&] { pmr::Broadcast<int> bad(comm, 4, -1); }),
                Catch::Contains("root -1"));
 
@@ -556,4 +645,135 @@ TEST_CASE("allgather: every rank's contribution in rank order", "[allgather]") {
             }
         }
     }
+}
+
+// ---- Trinaryx3: three parts along the three dimensions in rotated order, one rail each --------
+
+namespace {
+
+/// 3D shapes of `size` ranks with extents up to 4 (balanced first), at most three of them (two
+/// from 8 ranks on), so that 8 ranks on two cores stay fast: 2x2x2 and 4x2x1 for 8; 1x2x2,
+/// 2x1x2, 2x2x1 for 4.
+std::vector<std::vector<int>> shapes_of(int size) {
+    std::vector<std::vector<int>> shapes;
+    for (int a = 1; a <= 4; ++a) {
+        for (int b = 1; b <= 4; ++b) {
+            for (int c = 1; c <= 4; ++c) {
+                if (a * b * c == size) {
+                    shapes.push_back({a, b, c});
+                }
+            }
+        }
+    }
+    auto spread = [](const std::vector<int>& s) { return *std::max_element(s.begin(), s.end()); };
+    std::stable_sort(shapes.begin(), shapes.end(),
+                     [&](const auto& x, const auto& y) { return spread(x) < spread(y); });
+    if (size >= 8 && shapes.size() > 2) {
+        shapes = {shapes[0], shapes.back()}; // 2x2x2 and 4x2x1: also fine under the sanitizers
+    } else if (shapes.size() > 3) {
+        shapes = {shapes[0], shapes[1], shapes.back()};
+    }
+    return shapes;
+}
+
+} // namespace
+
+TEST_CASE("trinaryx3: where the provider has fewer than 3 rails it is refused on every rank",
+          "[allreduce][trinaryx3-refused]") {
+    start_together();
+    if (pmr_test::environment("PMR_PROVIDER") == std::optional<std::string>("tofu") ||
+        pmr_test::environment("PMR_RAILS")) {
+        return; // with rails: the [trinaryx3] runs check it
+    }
+    pmr::Communicator grid(MPI_COMM_WORLD, {pmr_test::world_size(), 1, 1}, {true, true, true});
+    if (grid.size() == 1) {
+        // No neighbour, no rail needed: it runs.
+        check_allreduce<double>(grid, 10, pmr::ReduceOp::sum, {pmr::AllreduceAlgorithm::trinaryx3},
+                                Buffers::owned, pmr_test::Completion::wait);
+        return;
+    }
+    CHECK_THAT(message_of<pmr::ArgumentError>([&] {
+                   pmr::Allreduce<double> bad(grid, 10, pmr::ReduceOp::sum,
+                                              {pmr::AllreduceAlgorithm::trinaryx3});
+               }),
+               Catch::Contains("at least 3 rails") && Catch::Contains("PMR_TOFU_TNIS") &&
+                   Catch::Contains("1 rail(s)"));
+    // Still usable afterwards: the refusal left no stale window behind.
+    check_allreduce<double>(grid, 10, pmr::ReduceOp::sum, {}, Buffers::owned,
+                            pmr_test::Completion::wait);
+}
+
+TEST_CASE("trinaryx3: bitwise against its documented order on every 3D shape", "[.][trinaryx3]") {
+    start_together();
+    const auto shapes = shapes_of(pmr_test::world_size());
+    for (const auto& shape : shapes) {
+        for (bool periodic : {true, false}) {
+            if (!periodic && &shape != &shapes.front()) {
+                continue; // open borders (wrap-around over the long way) on one shape
+            }
+            pmr::Communicator grid(MPI_COMM_WORLD, shape, {periodic, periodic, periodic});
+            INFO("grid " << shape[0] << " x " << shape[1] << " x " << shape[2]
+                         << (periodic ? ", periodic" : ", open"));
+            for (std::size_t count :
+                 {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{23},
+                  std::size_t{3000}, std::size_t{40001}}) {
+                for (auto order : orders) {
+                    check_allreduce<double>(grid, count, pmr::ReduceOp::sum,
+                                            {pmr::AllreduceAlgorithm::trinaryx3, order},
+                                            static_cast<Buffers>(count % 3),
+                                            count % 2 == 0 ? pmr_test::Completion::wait
+                                                           : pmr_test::Completion::test,
+                                            2);
+                }
+            }
+            if (!periodic) {
+                continue;
+            }
+            // Every type and operation on the periodic grid.
+            for (auto op : real_ops()) {
+                for (auto order : orders) {
+                    const pmr::AllreduceOptions t3{pmr::AllreduceAlgorithm::trinaryx3, order};
+                    check_allreduce<float>(grid, 101, op, t3, Buffers::owned,
+                                           pmr_test::Completion::wait, 1);
+                    check_allreduce<std::int32_t>(grid, 37, op, t3, Buffers::in_place,
+                                                  pmr_test::Completion::test, 1);
+                    check_allreduce<std::int64_t>(grid, 64, op, t3, Buffers::separate,
+                                                  pmr_test::Completion::wait, 1);
+                    check_allreduce<double>(grid, 11, op, t3, Buffers::owned,
+                                            pmr_test::Completion::test, 1);
+                }
+            }
+            check_allreduce<std::complex<float>>(grid, 50, pmr::ReduceOp::sum,
+                                                 {pmr::AllreduceAlgorithm::trinaryx3},
+                                                 Buffers::separate, pmr_test::Completion::wait, 1);
+            check_allreduce<std::complex<double>>(
+                grid, 50, pmr::ReduceOp::sum,
+                {pmr::AllreduceAlgorithm::trinaryx3, pmr::ReductionOrder::rank}, Buffers::owned,
+                pmr_test::Completion::test, 1);
+        }
+    }
+}
+
+TEST_CASE("trinaryx3: rank order equals the other algorithms' rank order; runs repeat bitwise",
+          "[.][trinaryx3]") {
+    start_together();
+    const auto shapes = shapes_of(pmr_test::world_size());
+    pmr::Communicator grid(MPI_COMM_WORLD, shapes.front(), {true, true, true});
+    const std::size_t count = 5000;
+    const auto x = input_of<double>(grid.rank(), count, 77);
+    std::vector<std::vector<double>> results;
+    for (auto algorithm : {pmr::AllreduceAlgorithm::ring, pmr::AllreduceAlgorithm::trinaryx3}) {
+        pmr::Allreduce<double> reduce(grid, count, pmr::ReduceOp::sum,
+                                      {algorithm, pmr::ReductionOrder::rank});
+        std::copy(x.begin(), x.end(), reduce.data());
+        reduce();
+        results.emplace_back(reduce.data(), reduce.data() + count);
+    }
+    CHECK(same_bits(results[0].data(), results[1].data(), count));
+
+    std::vector<double> in(count);
+    std::vector<double> out(count);
+    pmr::Allreduce<double> big(grid, in.data(), out.data(), count, pmr::ReduceOp::sum,
+                               {pmr::AllreduceAlgorithm::trinaryx3});
+    check_reproducible(big, x, in, out, 20);
 }

@@ -3,12 +3,21 @@
 /// `pmr-bench allreduce`: a global sum of doubles on every rank of the world, in place. pmr's
 /// persistent Allreduce (automatic choice and each algorithm forced) against MPI_Allreduce,
 /// interleaved per sample. The message size is the vector's size in bytes (8 B = one double).
+/// `pmr-trinaryx3` (only when named in --variants: it needs >= 3 rails) runs on a periodic 3D grid
+/// of the world (MPI_Dims_create). On the emulated Tofu with its timing model on, the series
+/// `model-rd`, `model-ring` and `model-trinaryx3` give what the model predicts
+/// (allreduce_model.hpp).
+#include "allreduce_init.hpp"
+#include "allreduce_model.hpp"
 #include "benchmark.hpp"
+#include "mpi_check.hpp"
 
 #include <pmr/collectives.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,12 +64,18 @@ public:
     PmrAllreduce(const Context& context, pmr::AllreduceAlgorithm algorithm, std::string name)
         : AllreduceVariant(std::move(name), Family::pmr,
                            "pmr::Allreduce<double>, " + std::string(pmr::to_string(algorithm)) +
-                               ", library-owned buffer, in place",
+                               ", library-owned buffer, in place" +
+                               (algorithm == pmr::AllreduceAlgorithm::trinaryx3
+                                    ? ", periodic 3D grid of the world"
+                                    : ""),
                            context),
           algorithm_(algorithm) {}
 
     void prepare(std::size_t bytes) override {
-        comm_ = std::make_unique<pmr::Communicator>(MPI_COMM_WORLD);
+        comm_ = algorithm_ == pmr::AllreduceAlgorithm::trinaryx3
+                    ? std::make_unique<pmr::Communicator>(MPI_COMM_WORLD, std::vector<int>{0, 0, 0},
+                                                          std::vector<bool>{true, true, true})
+                    : std::make_unique<pmr::Communicator>(MPI_COMM_WORLD);
         reduce_ =
             pmr::Allreduce<double>(*comm_, doubles_of(bytes), pmr::ReduceOp::sum, {algorithm_});
         count_ = doubles_of(bytes);
@@ -114,6 +129,46 @@ private:
     std::vector<double> data_;
 };
 
+/// MPI's persistent allreduce (MPI 4 or Open MPI's MPIX extension), in place.
+class MpiPersistentAllreduce final : public AllreduceVariant {
+public:
+    explicit MpiPersistentAllreduce(const Context& context)
+        : AllreduceVariant("mpix-allreduce", Family::mpi,
+                           std::string(persistent_allreduce_name()) + ", MPI_IN_PLACE, started "
+                                                                      "and waited per round",
+                           context) {}
+
+    void prepare(std::size_t bytes) override {
+        data_.assign(doubles_of(bytes), 0.0);
+        check_mpi(allreduce_init(MPI_IN_PLACE, data_.data(), static_cast<int>(data_.size()),
+                                 MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request_),
+                  persistent_allreduce_name());
+    }
+    void run(std::size_t iterations) override {
+        for (std::size_t i = 0; i < iterations; ++i) {
+            if (verifying()) {
+                fill_input(data_.data(), data_.size());
+            }
+            check_mpi(MPI_Start(&request_), "MPI_Start");
+            check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+            if (verifying()) {
+                check_result(data_.data(), data_.size());
+            }
+            next_round();
+        }
+    }
+    void release() override {
+        if (request_ != MPI_REQUEST_NULL) {
+            check_mpi(MPI_Request_free(&request_), "MPI_Request_free");
+        }
+        data_ = {};
+    }
+
+private:
+    std::vector<double> data_;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
 class AllreduceBenchmark final : public Benchmark {
 public:
     explicit AllreduceBenchmark(const Context& context) : size_(context.size) {
@@ -127,9 +182,59 @@ public:
                 add(std::make_unique<PmrAllreduce>(context, algorithm, name));
             }
         }
+        // Only on request: it needs a provider with >= 3 rails, which the default runs lack.
+        if (std::find(context.only.begin(), context.only.end(), "pmr-trinaryx3") !=
+            context.only.end()) {
+            add(std::make_unique<PmrAllreduce>(context, pmr::AllreduceAlgorithm::trinaryx3,
+                                               "pmr-trinaryx3"));
+        }
         if (context.wants("mpi-allreduce")) {
             add(std::make_unique<MpiAllreduce>(context));
         }
+        if (persistent_allreduce_name() != nullptr && context.wants("mpix-allreduce")) {
+            add(std::make_unique<MpiPersistentAllreduce>(context));
+        }
+        network_ = emulated_tofu_network();
+        int dims[3] = {0, 0, 0};
+        MPI_Dims_create(size_, 3, dims);
+        extents_ = {dims[0], dims[1], dims[2]};
+    }
+
+    std::vector<Series> predictions(const std::vector<std::size_t>& sizes) const override {
+        if (!network_) {
+            return {};
+        }
+        const TofuNetwork& net = *network_;
+        const auto grid = std::to_string(extents_[0]) + " x " + std::to_string(extents_[1]) +
+                          " x " + std::to_string(extents_[2]);
+        const std::string model = "tofu model " + net.name + ", " + std::to_string(net.tnis) +
+                                  " TNIs, time scale " + std::to_string(net.time_scale) +
+                                  "; network only";
+        std::vector<Series> series;
+        auto predict = [&](const char* name, const std::string& what, auto seconds_of) {
+            Series s;
+            s.variant = name;
+            s.family = "model";
+            s.description = what + " (" + model + ")";
+            for (std::size_t bytes : sizes) {
+                SizeResult r;
+                r.bytes = bytes;
+                const double t =
+                    seconds_of(static_cast<double>(doubles_of(bytes) * sizeof(double)));
+                r.seconds.median = r.seconds.mean = r.seconds.min = r.seconds.max = r.seconds.p25 =
+                    r.seconds.p75 = t;
+                s.sizes.push_back(r);
+            }
+            series.push_back(std::move(s));
+        };
+        const int p = size_;
+        predict("model-rd", "recursive doubling, " + std::to_string(p) + " ranks",
+                [&](double m) { return recursive_doubling_seconds(net, p, m); });
+        predict("model-ring", "ring, " + std::to_string(p) + " ranks",
+                [&](double m) { return ring_seconds(net, p, m); });
+        predict("model-trinaryx3", "trinaryx3 on " + grid,
+                [&](double m) { return trinaryx3_seconds(net, extents_, m); });
+        return series;
     }
 
     std::vector<std::pair<std::string, std::string>> describe() const override {
@@ -141,6 +246,8 @@ public:
 
 private:
     int size_;
+    std::optional<TofuNetwork> network_;
+    std::array<int, 3> extents_{};
 };
 
 void declare(Options& /*options*/) {}

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "options.hpp"
+#include "report.hpp"
 
 #include <pmr/pmr.hpp>
 
@@ -130,6 +131,12 @@ public:
     virtual double volume_factor() const { return 1; }
     /// Anything the reader must know, e.g. a known MPI defect this configuration triggers.
     virtual std::vector<std::string> notes() const { return {}; }
+    /// Series of family "model": what a timing model predicts at `sizes` (no samples; every
+    /// statistic is the prediction). The report sets them beside the measurements and prints
+    /// measured / predicted for the pmr variant of the same name after "model-".
+    virtual std::vector<Series> predictions(const std::vector<std::size_t>& /*sizes*/) const {
+        return {};
+    }
 
     std::vector<std::unique_ptr<Variant>>& variants() noexcept { return variants_; }
 

@@ -191,6 +191,31 @@ void print_copy_bound(std::ostream& out, const Report& report) {
     }
 }
 
+/// Every pmr variant that has a prediction ("model-X" for "pmr-X"): measured time / predicted time.
+void print_model_ratio(std::ostream& out, const Report& report) {
+    std::vector<const Series*> measured;
+    std::vector<const Series*> predicted;
+    for (const Series* model : of_family(report, "model")) {
+        const std::string name = "pmr-" + model->variant.substr(model->variant.find('-') + 1);
+        for (const auto& s : report.series) {
+            if (s.variant == name) {
+                measured.push_back(&s);
+                predicted.push_back(model);
+            }
+        }
+    }
+    if (measured.empty()) {
+        return;
+    }
+    out << "\nMeasured / model = measured time / the model's prediction (1.00: as predicted)\n";
+    print_ratio_table(out, report, measured, [&](const Series& s, std::size_t i) {
+        const auto k = static_cast<std::size_t>(std::find(measured.begin(), measured.end(), &s) -
+                                                measured.begin());
+        const double ratio = speedup(s, *predicted[k], i); // predicted / measured
+        return ratio > 0 ? 1 / ratio : 0;
+    });
+}
+
 std::string fit_range(const Report& report) {
     if (report.fit_first == 0 && report.fit_last == static_cast<std::size_t>(-1)) {
         return "all sizes";
@@ -289,6 +314,7 @@ void print_report(std::ostream& out, const Report& report) {
     print_bandwidth_table(out, report);
     print_speedups(out, report);
     print_copy_bound(out, report);
+    print_model_ratio(out, report);
     print_fits(out, report);
     bool any_failure = false;
     for (const auto& s : report.series) {

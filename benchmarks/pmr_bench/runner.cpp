@@ -203,6 +203,17 @@ Report run_benchmark(const std::string& name, Benchmark& benchmark, const RunSet
         }
         report.series[k].fit = fit_throughput(points);
     }
+    for (Series& predicted : benchmark.predictions(settings.sizes)) {
+        std::vector<TimePoint> points;
+        for (auto& r : predicted.sizes) {
+            r.volume = static_cast<double>(r.bytes) * report.volume_factor;
+            if (r.bytes >= settings.fit_first && r.bytes <= settings.fit_last) {
+                points.push_back({r.volume, r.seconds.median});
+            }
+        }
+        predicted.fit = fit_throughput(points);
+        report.series.push_back(std::move(predicted));
+    }
     return report;
 }
 

@@ -46,6 +46,8 @@ def check_json(path, variants, sizes, samples, errors):
                 fail(errors, f"{path}: {v['name']} at {r['size_bytes']} B: bad times {values}")
             elif values != sorted(values):
                 fail(errors, f"{path}: {v['name']} at {r['size_bytes']} B: unordered {values}")
+            if v["family"] == "model":
+                continue  # predictions: no samples, no iterations
             if samples and r["samples"] != samples:
                 fail(errors, f"{path}: {v['name']}: {r['samples']} samples, expected {samples}")
             if r["iterations"] < 1:
@@ -57,7 +59,7 @@ def check_json(path, variants, sizes, samples, errors):
             else:
                 print(f"note: {line}")
     family = {v["name"]: v["family"] for v in data.get("variants", [])}
-    unknown = sorted(n for n, f in family.items() if f not in ("pmr", "mpi", "reference"))
+    unknown = sorted(n for n, f in family.items() if f not in ("pmr", "mpi", "reference", "model"))
     if unknown:
         fail(errors, f"{path}: variants of unknown family: {unknown}")
     pmr = [v for v in names if family[v] == "pmr"]

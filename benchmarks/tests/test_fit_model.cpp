@@ -5,6 +5,7 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include "allreduce_model.hpp"
 #include "fit.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -129,6 +130,35 @@ TEST_CASE("Allgather model matches 002 Table 1 with the parameters of Table 7", 
     CHECK(allgather_seconds(p, 0) == Approx(small.t0));
     const double m = 1024.0 * 1024;
     CHECK(allgather_seconds(p, m) == Approx(large.t0 + m * 383 / p.bandwidth));
+}
+
+TEST_CASE("allreduce step model of the emulated Tofu", "[model]") {
+    pmr_bench::TofuNetwork k;
+    k.link_bandwidth = 4.76e9;
+    k.latency = 0.91e-6;
+    k.injection_bandwidth = 15.03e9;
+    k.time_scale = 20;
+    const double m = 1 << 20;
+    // One step of b bytes on one rail: scale (L + b / B_link).
+    CHECK(pmr_bench::step_seconds(k, m, 1) == Approx(20 * (0.91e-6 + m / 4.76e9)));
+    // Four rails at once are capped by the host interface: 4 b / B_injection.
+    CHECK(pmr_bench::step_seconds(k, m, 4) == Approx(20 * (0.91e-6 + 4 * m / 15.03e9)));
+    // 8 ranks: recursive doubling 3 steps of M, ring 14 steps of M/8.
+    CHECK(pmr_bench::recursive_doubling_seconds(k, 8, m) ==
+          Approx(3 * pmr_bench::step_seconds(k, m, 1)));
+    CHECK(pmr_bench::ring_seconds(k, 8, m) == Approx(14 * pmr_bench::step_seconds(k, m / 8, 1)));
+    // 2 x 2 x 2: three parts of M/3 halve three times, both ways, three rails per step.
+    const double t3 =
+        2 * (pmr_bench::step_seconds(k, m / 6, 3) + pmr_bench::step_seconds(k, m / 12, 3) +
+             pmr_bench::step_seconds(k, m / 24, 3));
+    CHECK(pmr_bench::trinaryx3_seconds(k, {2, 2, 2}, m) == Approx(t3));
+    // Bandwidth-bound, that is 3x the ring's bandwidth (7M/12 per rail against 7M/4).
+    CHECK(pmr_bench::ring_seconds(k, 8, 64 * m) /
+              pmr_bench::trinaryx3_seconds(k, {2, 2, 2}, 64 * m) ==
+          Approx(3).epsilon(0.01));
+    // A flat dimension moves nothing: 1 x 2 x 2 has two rails per phase and two phases per part.
+    CHECK(pmr_bench::trinaryx3_seconds(k, {1, 2, 2}, m) > 0);
+    CHECK(pmr_bench::trinaryx3_seconds(k, {1, 1, 1}, m) == 0);
 }
 
 TEST_CASE("summaries are order statistics", "[stats]") {

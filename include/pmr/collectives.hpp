@@ -51,9 +51,14 @@ enum class AllreduceAlgorithm : unsigned char {
     /// Reduce-scatter then allgather of p chunks around the ring of ranks: every rank sends about
     /// 2n(p-1)/p elements. Best for large vectors.
     ring,
-    /// Trinaryx3 (the K computer's three-rail allreduce on a 3D torus). Needs the tofu provider
-    /// with at least 3 rails and a 3D Cartesian communicator, which this build does not have yet:
-    /// choosing it throws ArgumentError. This value is the hook for it.
+    /// Trinaryx3-style (after the K computer's three-rail allreduce on a 3D torus): the vector is
+    /// cut into three parts; part p runs ring reduce-scatters along the grid dimensions p, p+1,
+    /// p+2 (mod 3), then ring allgathers back in reverse order, each part on its own rail, so that
+    /// in every phase three rails carry data along three dimensions at once. Every rank sends
+    /// about 2n(p-1)/(3p) elements per rail. Needs a 3D Cartesian communicator and connections
+    /// with at least 3 rails (tofu with PMR_TOFU_TNIS >= 3, ucx with
+    /// PMR_RAILS >= 3); otherwise the constructor throws ArgumentError on every rank. Never chosen
+    /// automatically.
     trinaryx3,
 };
 
@@ -195,7 +200,7 @@ public:
     /// In place over `count` elements of library-owned memory (data()): write the input there
     /// before start(), read the result after completion.
     /// @throws ArgumentError (max/min of complex numbers, unknown PMR_ALLREDUCE_* values,
-    ///         arguments that differ between ranks, trinaryx3 without its provider).
+    ///         arguments that differ between ranks, trinaryx3 without a 3D grid or 3 rails).
     Allreduce(const Communicator& comm, std::size_t count, ReduceOp op,
               AllreduceOptions options = {})
         : Collective(detail::CollectiveCore::allreduce(comm, detail::element_kind<T>(), count, op,

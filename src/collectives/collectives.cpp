@@ -6,12 +6,15 @@
 
 #include "base/error.hpp"
 
+#include <pmr/connection.hpp>
+
 #include <pmr/collectives.hpp>
 #include <pmr/memory.hpp>
 
 #include <algorithm>
 #include <array>
 #include <complex>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -174,19 +177,29 @@ struct Descriptor {
 /// Exchanges the descriptors of all ranks with an allgather on pmr windows of the same size on
 /// every rank (so it pairs whatever the arguments are) and throws ArgumentError on every rank if
 /// they differ.
-void agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
-           const std::string& where, const std::string& own_problem) {
-    const int size = comm.size();
-    constexpr std::size_t bytes = sizeof(mine.values);
-    std::vector<std::int64_t> all(static_cast<std::size_t>(size) * Descriptor::fields);
-    std::memcpy(all.data() + static_cast<std::size_t>(comm.rank()) * Descriptor::fields,
-                mine.values.data(), bytes);
+/// Every rank's `mine` (the same number of values on every rank), rank by rank: an allgather on
+/// pmr windows at set-up.
+std::vector<std::int64_t> gather_values(const Communicator& comm, coll::Connections& connections,
+                                        const std::int64_t* mine, std::size_t fields,
+                                        const std::string& what) {
+    const std::size_t bytes = fields * sizeof(std::int64_t);
+    std::vector<std::int64_t> all(static_cast<std::size_t>(comm.size()) * fields);
+    std::memcpy(all.data() + static_cast<std::size_t>(comm.rank()) * fields, mine, bytes);
     coll::Engine exchange(comm, connections,
-                          coll::recursive_doubling_allgather(size, comm.rank(), 1, bytes), bytes,
-                          nullptr, where + " (agreement on the arguments)");
+                          coll::recursive_doubling_allgather(comm.size(), comm.rank(), 1, bytes),
+                          bytes, nullptr, what);
     exchange.set_work(reinterpret_cast<std::byte*>(all.data()));
     exchange.start();
     exchange.wait();
+    return all;
+}
+
+void agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
+           const std::string& where, const std::string& own_problem) {
+    const int size = comm.size();
+    const std::vector<std::int64_t> all =
+        gather_values(comm, connections, mine.values.data(), Descriptor::fields,
+                      where + " (agreement on the arguments)");
     if (!own_problem.empty()) {
         raise<ArgumentError>(own_problem, where);
     }
@@ -228,6 +241,109 @@ std::size_t checked_product(std::size_t a, std::size_t b, const std::string& whe
         raise<SizeError>("the buffer size overflows", where);
     }
     return a * b;
+}
+
+/// The finish callback of a rank-order reduce-scatter in which every other rank sends this rank
+/// its contribution to each of `blocks` (element ranges of `result`): the receives arrive peer by
+/// peer in rank order (this rank left out), block by block. It folds the contributions left to
+/// right by rank into `result`, through a small buffer in `scratch`.
+coll::Finish rank_order_fold(std::byte* result, std::vector<std::array<std::size_t, 2>> blocks,
+                             std::size_t element_size, int size, int rank, coll::Reducer reducer,
+                             std::vector<std::byte>& scratch) {
+    constexpr std::size_t buffer_bytes = 4096;
+    scratch.resize(buffer_bytes);
+    std::byte* buffer = scratch.data();
+    return [result, blocks = std::move(blocks), buffer, element_size, size, rank,
+            reducer](const std::vector<const std::byte*>& received) {
+        const std::size_t per_buffer = std::max<std::size_t>(buffer_bytes / element_size, 1);
+        for (std::size_t b = 0; b < blocks.size(); ++b) {
+            const std::size_t begin = blocks[b][0];
+            const std::size_t end = blocks[b][1];
+            auto contribution = [&](int j, std::size_t index) -> const std::byte* {
+                if (j == rank) {
+                    return result + index * element_size;
+                }
+                const auto peer = static_cast<std::size_t>(j < rank ? j : j - 1);
+                return received[peer * blocks.size() + b] + (index - begin) * element_size;
+            };
+            for (std::size_t first = begin; first < end; first += per_buffer) {
+                const std::size_t n = std::min(per_buffer, end - first);
+                std::memcpy(buffer, contribution(0, first), n * element_size);
+                for (int j = 1; j < size; ++j) {
+                    reducer(buffer, contribution(j, first), n, false);
+                }
+                std::memcpy(result + first * element_size, buffer, n * element_size);
+            }
+        }
+    };
+}
+
+/// Rails Trinaryx3 needs on every connection it sends on: one per part.
+constexpr std::size_t trinaryx3_rails = 3;
+
+/// The grid of a Trinaryx3 allreduce, after checking on every rank (so that every rank throws
+/// alike) that the communicator is 3D Cartesian and that every connection of the plan has at
+/// least three rails (lanes take distinct rails, by device name: see coll::Send::lane). Creates
+/// those connections.
+coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connections,
+                           const std::string& where) {
+    const char* choose = "Choose recursive_doubling, ring or automatic, or run on a provider with "
+                         "rails (PMR_PROVIDER=tofu with PMR_TOFU_TNIS >= 3, or ucx with "
+                         "PMR_RAILS >= 3) on a 3D pmr::Communicator.";
+    if (comm.dimensions() != 3) {
+        // The same on every rank: the communicator is.
+        raise<ArgumentError>("the trinaryx3 algorithm needs a 3D Cartesian communicator; this "
+                             "one has " +
+                                 std::to_string(comm.dimensions()) + " grid dimension(s)",
+                             where, choose);
+    }
+    coll::Grid3 grid;
+    for (std::size_t d = 0; d < 3; ++d) {
+        grid.extents[d] = comm.size(static_cast<int>(d));
+    }
+    const std::array<std::int64_t, 3> mine = {comm.coordinate(0), comm.coordinate(1),
+                                              comm.coordinate(2)};
+    const std::vector<std::int64_t> all =
+        gather_values(comm, connections, mine.data(), 3, where + " (grid coordinates)");
+    const auto size = static_cast<std::size_t>(comm.size());
+    grid.rank_at.assign(size, -1);
+    grid.coords.resize(size);
+    for (std::size_t r = 0; r < size; ++r) {
+        for (std::size_t d = 0; d < 3; ++d) {
+            grid.coords[r][d] = static_cast<int>(all[3 * r + d]);
+        }
+        grid.rank_at[grid.index_of(grid.coords[r])] = static_cast<int>(r);
+    }
+    // Rails of every connection that carries a part, checked before any data moves (3 x size
+    // elements: no block of the plan is empty, so every peer shows).
+    const auto steps = coll::trinaryx3_allreduce(grid, comm.rank(), 3 * size, 1);
+    coll::connect_peers(comm, connections, steps);
+    std::string problem;
+    for (const coll::Step& step : steps) {
+        for (const coll::Send& send : step.sends) {
+            Connection& connection = connections.at(send.peer);
+            const std::size_t rails = connection.rails();
+            if (problem.empty() && rails < trinaryx3_rails) {
+                problem = "the connection " + connection.describe() + " has " +
+                          std::to_string(rails) + " rail(s)";
+            }
+        }
+    }
+    const std::int64_t bad = problem.empty() ? 0 : 1;
+    const std::vector<std::int64_t> verdicts =
+        gather_values(comm, connections, &bad, 1, where + " (rails of the grid)");
+    for (std::size_t r = 0; r < size; ++r) {
+        if (verdicts[r] != 0) {
+            raise<ArgumentError>(
+                "the trinaryx3 algorithm needs connections with at least 3 rails to its grid "
+                "neighbours; " +
+                    (problem.empty()
+                         ? "rank " + std::to_string(r) + " found fewer (see its message)"
+                         : problem),
+                where, choose);
+        }
+    }
+    return grid;
 }
 
 } // namespace
@@ -414,13 +530,9 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
         raise<ArgumentError>(std::string(to_string(op)) + " is not defined for " + element.name,
                              where, "Use sum for complex numbers, or reduce real parts.");
     }
+    std::optional<coll::Grid3> grid;
     if (algorithm == AllreduceAlgorithm::trinaryx3) {
-        // Hook: Trinaryx3 keeps three rails of a 3D torus busy at once and needs the tofu
-        // provider (>= 3 TNIs) and a 3D Cartesian communicator. Until that provider exists it is
-        // refused here rather than emulated by another algorithm.
-        raise<ArgumentError>("the trinaryx3 algorithm needs the tofu provider with at least 3 "
-                             "rails and a 3D Cartesian communicator, which this build lacks",
-                             where, "Choose recursive_doubling, ring or automatic.");
+        grid = trinaryx3_grid(comm, state->connections, where);
     }
     if (out == nullptr) {
         state->owned_result = allocate_owned(bytes);
@@ -444,12 +556,31 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
     coll::Finish finish;
     std::byte* work = result;
     if (order == ReductionOrder::algorithm) {
-        steps = algorithm == AllreduceAlgorithm::ring
-                    ? coll::ring_allreduce(size, rank, count, element_size)
-                    : coll::recursive_doubling_allreduce(size, rank, count, element_size);
+        if (grid) {
+            steps = coll::trinaryx3_allreduce(*grid, rank, count, element_size);
+        } else if (algorithm == AllreduceAlgorithm::ring) {
+            steps = coll::ring_allreduce(size, rank, count, element_size);
+        } else {
+            steps = coll::recursive_doubling_allreduce(size, rank, count, element_size);
+        }
         if (separate_input && bytes > 0) {
             state->before = [result, input, bytes] { std::memcpy(result, input, bytes); };
         }
+    } else if (grid) {
+        // Trinaryx3 by rank: each block's owner folds the blocks of all ranks left to right.
+        steps = coll::trinaryx3_rank_order(*grid, rank, count, element_size);
+        if (separate_input && bytes > 0) {
+            state->before = [result, input, bytes] { std::memcpy(result, input, bytes); };
+        }
+        std::vector<std::array<std::size_t, 2>> blocks;
+        for (int part = 0; part < 3; ++part) {
+            const auto block = coll::trinaryx3_block(*grid, rank, part, count);
+            if (block[1] > block[0]) {
+                blocks.push_back(block);
+            }
+        }
+        finish = rank_order_fold(result, std::move(blocks), element_size, size, rank, reducer,
+                                 state->scratch);
     } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
         // Gather every contribution, then fold them left to right on every rank.
         steps = coll::recursive_doubling_allgather(size, rank, count, element_size);
@@ -477,30 +608,12 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
         }
         const std::size_t begin = coll::chunk_begin(count, size, rank);
         const std::size_t end = coll::chunk_begin(count, size, rank + 1);
-        constexpr std::size_t block_bytes = 4096;
-        state->scratch.resize(block_bytes);
-        std::byte* block = state->scratch.data();
-        auto fold = [result, block, begin, end, element_size, size, rank,
-                     reducer](const std::vector<const std::byte*>& received) {
-            const std::size_t per_block = std::max<std::size_t>(block_bytes / element_size, 1);
-            // received[k] came from rank k < rank ? k : k + 1, each holding this rank's chunk.
-            auto contribution = [&](int j, std::size_t index) -> const std::byte* {
-                if (j == rank) {
-                    return result + index * element_size;
-                }
-                const auto k = static_cast<std::size_t>(j < rank ? j : j - 1);
-                return received[k] + (index - begin) * element_size;
-            };
-            for (std::size_t first = begin; first < end; first += per_block) {
-                const std::size_t n = std::min(per_block, end - first);
-                std::memcpy(block, contribution(0, first), n * element_size);
-                for (int j = 1; j < size; ++j) {
-                    reducer(block, contribution(j, first), n, false);
-                }
-                std::memcpy(result + first * element_size, block, n * element_size);
-            }
-        };
-        finish = fold;
+        std::vector<std::array<std::size_t, 2>> blocks;
+        if (end > begin) {
+            blocks.push_back({begin, end});
+        }
+        finish = rank_order_fold(result, std::move(blocks), element_size, size, rank, reducer,
+                                 state->scratch);
     }
     state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
                                                    element_size, reducer, where);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 namespace pmr::detail::coll {
@@ -16,36 +17,62 @@ namespace {
 // Library targets pair only with library targets; within them, connections between the same two
 // ranks pair in creation order, which every rank keeps by creating its collectives in one order.
 constexpr int collective_tag = 1;
+constexpr std::size_t no_rail = static_cast<std::size_t>(-1);
+
+Connection& connection_to(const Communicator& comm, Connections& connections, int peer) {
+    auto found = connections.find(peer);
+    if (found == connections.end()) {
+        found =
+            connections
+                .emplace(peer,
+                         Connection(Target::library(comm, peer, collective_tag, collective_tag)))
+                .first;
+    }
+    return found->second;
+}
 } // namespace
+
+void connect_peers(const Communicator& comm, Connections& connections,
+                   const std::vector<Step>& steps) {
+    for (const Step& step : steps) {
+        for (const Send& send : step.sends) {
+            connection_to(comm, connections, send.peer);
+        }
+        for (const Recv& recv : step.recvs) {
+            connection_to(comm, connections, recv.peer);
+        }
+    }
+}
+
+std::size_t rail_of_lane(Connection& connection, int lane) {
+    const std::size_t rails = connection.rails();
+    std::vector<std::pair<std::string, std::size_t>> order;
+    order.reserve(rails);
+    for (std::size_t i = 0; i < rails; ++i) {
+        order.emplace_back(connection.rail(i).device, i);
+    }
+    // Devices by name; rails without a name keep their index order among themselves.
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    return order[static_cast<std::size_t>(lane) % rails].second;
+}
 
 Engine::Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
                std::size_t element_size, Reducer reducer, std::string what)
     : steps_(std::move(steps)), element_size_(element_size), reducer_(reducer),
       what_(std::move(what)), connections_(connections) {
     auto connection = [&](int peer) -> Connection& {
-        auto found = connections_.find(peer);
-        if (found == connections_.end()) {
-            found = connections_
-                        .emplace(peer, Connection(Target::library(comm, peer, collective_tag,
-                                                                  collective_tag)))
-                        .first;
-        }
-        return found->second;
+        return connection_to(comm, connections_, peer);
     };
     // Connections first, then the windows in step order (see the header).
-    for (const Step& step : steps_) {
-        for (const Send& send : step.sends) {
-            connection(send.peer);
-        }
-        for (const Recv& recv : step.recvs) {
-            connection(recv.peer);
-        }
-    }
+    connect_peers(comm, connections_, steps_);
     windows_.resize(steps_.size());
     for (std::size_t i = 0; i < steps_.size(); ++i) {
         StepWindows& w = windows_[i];
         for (const Send& send : steps_[i].sends) {
             w.sends.emplace_back(connection(send.peer), send.bytes);
+            w.rails.push_back(
+                send.lane == any_lane ? no_rail : rail_of_lane(connection(send.peer), send.lane));
         }
         for (const Recv& recv : steps_[i].recvs) {
             w.recvs.emplace_back(connection(recv.peer), recv.bytes);
@@ -103,7 +130,11 @@ void Engine::begin_step(std::size_t index) {
         SendWindow<std::byte>& window = w.sends[i];
         window.init();
         std::memcpy(window.data(), work_ + send.offset, send.bytes);
-        window.post();
+        if (w.rails[i] == no_rail) {
+            window.post();
+        } else {
+            window.post({{0, send.bytes, w.rails[i]}});
+        }
         pending_sends_.push_back(&window);
     }
 }

@@ -33,10 +33,17 @@ enum class Action : unsigned char {
     keep,         ///< nothing: the step's finish callback reads it
 };
 
+/// No lane: the send goes out with a plain post() (the provider's rail 0).
+constexpr int any_lane = -1;
+
 struct Send {
     int peer = 0;
     std::size_t offset = 0; ///< bytes into the work buffer
     std::size_t bytes = 0;
+    /// Lane l >= 0 puts the whole message on one rail: the l-th of the connection's rails in the
+    /// order of their device names (rail index order where the provider names none), so that sends
+    /// of different lanes leave a process over different devices.
+    int lane = any_lane;
 };
 
 struct Recv {
@@ -61,6 +68,14 @@ using Finish = std::function<void(const std::vector<const std::byte*>& received)
 
 /// Connections of one collective object by peer rank, shared by its engines.
 using Connections = std::map<int, Connection>;
+
+/// Creates the connections to the peers of `steps` that `connections` lacks, in the order of the
+/// steps (sends before receives), the order every engine on these steps creates them in.
+void connect_peers(const Communicator& comm, Connections& connections,
+                   const std::vector<Step>& steps);
+
+/// The rail of `connection` that lane `lane` uses (see Send::lane); completes the handshake.
+std::size_t rail_of_lane(Connection& connection, int lane);
 
 class Engine {
 public:
@@ -91,6 +106,7 @@ private:
 
     struct StepWindows {
         std::vector<SendWindow<std::byte>> sends;
+        std::vector<std::size_t> rails; ///< per send: its rail, or no_rail for a plain post
         std::vector<RecvWindow<std::byte>> recvs;
         std::vector<char> received;
     };

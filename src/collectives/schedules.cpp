@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "collectives/schedules.hpp"
 
+#include <algorithm>
+#include <utility>
+
 namespace pmr::detail::coll {
 
 namespace {
@@ -65,7 +68,138 @@ void append_ring_allgather(std::vector<Step>& steps, int size, int rank, std::si
     }
 }
 
+struct Range {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+
+    std::size_t bytes(std::size_t element_size) const noexcept {
+        return (end - begin) * element_size;
+    }
+    std::size_t offset(std::size_t element_size) const noexcept { return begin * element_size; }
+};
+
+/// Chunk q of `segment` cut into n chunks.
+Range chunk_of(Range segment, int n, int q) noexcept {
+    const std::size_t length = segment.end - segment.begin;
+    return {segment.begin + chunk_begin(length, n, q),
+            segment.begin + chunk_begin(length, n, q + 1)};
+}
+
+/// The piece of part `part` that the rank at `c` works on in reduce-scatter phase `phase` (phase 3:
+/// the block it owns at the end).
+Range trinaryx3_segment(const Grid3& grid, const std::array<int, 3>& c, int part, int phase,
+                        std::size_t count) noexcept {
+    Range range{chunk_begin(count, 3, part), chunk_begin(count, 3, part + 1)};
+    for (int k = 0; k < phase; ++k) {
+        const auto d = static_cast<std::size_t>(trinaryx3_dimension(part, k));
+        range = chunk_of(range, grid.extents[d], c[d]);
+    }
+    return range;
+}
+
+/// The rank `shift` places up (mod extent) along dimension d from coordinates c.
+int along(const Grid3& grid, std::array<int, 3> c, std::size_t d, int shift) noexcept {
+    c[d] = modulo(static_cast<long>(c[d]) + shift, grid.extents[d]);
+    return grid.rank_of(c);
+}
+
+/// The steps of reduce-scatter phase `phase` (0..2) or, with `gather`, of allgather phase
+/// `phase` (0..2, over the dimensions in reverse order).
+void append_trinaryx3_phase(std::vector<Step>& steps, const Grid3& grid, int rank,
+                            std::size_t count, std::size_t element_size, int phase, bool gather) {
+    const std::array<int, 3>& c = grid.coords[static_cast<std::size_t>(rank)];
+    // The reduce-scatter phase whose split this phase works on.
+    const int split = gather ? 2 - phase : phase;
+    int length = 0;
+    for (int part = 0; part < 3; ++part) {
+        length = std::max(
+            length, grid.extents[static_cast<std::size_t>(trinaryx3_dimension(part, split))] - 1);
+    }
+    for (int s = 0; s < length; ++s) {
+        Step step;
+        for (int part = 0; part < 3; ++part) {
+            const auto d = static_cast<std::size_t>(trinaryx3_dimension(part, split));
+            const int n = grid.extents[d];
+            if (s + 1 >= n) {
+                continue;
+            }
+            const Range segment = trinaryx3_segment(grid, c, part, split, count);
+            // Reduce-scatter: chunk q travels q + 1, ..., q and ends at coordinate q. Allgather:
+            // the owner of chunk q passes it on to q + 1, ..., q - 1.
+            const int back = gather ? 0 : 1;
+            const Range out = chunk_of(segment, n, modulo(static_cast<long>(c[d]) - s - back, n));
+            const Range in =
+                chunk_of(segment, n, modulo(static_cast<long>(c[d]) - s - back - 1, n));
+            if (out.end > out.begin) {
+                step.sends.push_back({along(grid, c, d, 1), out.offset(element_size),
+                                      out.bytes(element_size), part});
+            }
+            if (in.end > in.begin) {
+                step.recvs.push_back({along(grid, c, d, -1), in.offset(element_size),
+                                      in.bytes(element_size),
+                                      gather ? Action::copy : Action::reduce_lower});
+            }
+        }
+        steps.push_back(std::move(step));
+    }
+}
+
 } // namespace
+
+std::array<std::size_t, 2> trinaryx3_block(const Grid3& grid, int rank, int part,
+                                           std::size_t count) {
+    const Range block =
+        trinaryx3_segment(grid, grid.coords[static_cast<std::size_t>(rank)], part, 3, count);
+    return {block.begin, block.end};
+}
+
+std::vector<Step> trinaryx3_allreduce(const Grid3& grid, int rank, std::size_t count,
+                                      std::size_t element_size) {
+    std::vector<Step> steps;
+    if (grid.coords.size() == 1 || count == 0) {
+        return steps;
+    }
+    for (int phase = 0; phase < 3; ++phase) {
+        append_trinaryx3_phase(steps, grid, rank, count, element_size, phase, false);
+    }
+    for (int phase = 0; phase < 3; ++phase) {
+        append_trinaryx3_phase(steps, grid, rank, count, element_size, phase, true);
+    }
+    return steps;
+}
+
+std::vector<Step> trinaryx3_rank_order(const Grid3& grid, int rank, std::size_t count,
+                                       std::size_t element_size) {
+    std::vector<Step> steps;
+    const int size = static_cast<int>(grid.coords.size());
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    Step scatter;
+    scatter.finish = true;
+    for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) {
+            continue;
+        }
+        for (int part = 0; part < 3; ++part) {
+            const auto theirs = trinaryx3_block(grid, peer, part, count);
+            const auto mine = trinaryx3_block(grid, rank, part, count);
+            if (theirs[1] > theirs[0]) {
+                scatter.sends.push_back(
+                    {peer, theirs[0] * element_size, (theirs[1] - theirs[0]) * element_size, part});
+            }
+            if (mine[1] > mine[0]) {
+                scatter.recvs.push_back({peer, mine[0] * element_size,
+                                         (mine[1] - mine[0]) * element_size, Action::keep});
+            }
+        }
+    }
+    steps.push_back(std::move(scatter));
+    for (int phase = 0; phase < 3; ++phase) {
+        append_trinaryx3_phase(steps, grid, rank, count, element_size, phase, true);
+    }
+    return steps;
+}
 
 std::size_t chunk_begin(std::size_t count, int parts, int chunk) noexcept {
     const auto n = static_cast<std::size_t>(parts);

@@ -6,6 +6,7 @@
 
 #include "collectives/engine.hpp"
 
+#include <array>
 #include <cstddef>
 #include <vector>
 
@@ -39,6 +40,52 @@ std::vector<Step> recursive_doubling_allgather(int size, int rank, std::size_t c
 
 /// Ring allgather of slots as above: size - 1 steps to the next rank.
 std::vector<Step> ring_allgather(int size, int rank, std::size_t count, std::size_t element_size);
+
+/// A 3D grid of ranks: `rank_at[(c0 * n1 + c1) * n2 + c2]` is the rank at coordinates (c0, c1,
+/// c2), `coords[r]` the coordinates of rank r.
+struct Grid3 {
+    std::array<int, 3> extents{};
+    std::vector<int> rank_at;
+    std::vector<std::array<int, 3>> coords;
+
+    /// Index into rank_at of coordinates c.
+    std::size_t index_of(const std::array<int, 3>& c) const noexcept {
+        const auto at = [](const std::array<int, 3>& a, std::size_t d) {
+            return static_cast<std::size_t>(a[d]);
+        };
+        return (at(c, 0) * at(extents, 1) + at(c, 1)) * at(extents, 2) + at(c, 2);
+    }
+    int rank_of(const std::array<int, 3>& c) const noexcept { return rank_at[index_of(c)]; }
+};
+
+/// Part `part` (0, 1, 2) of a Trinaryx3 allreduce visits the dimensions in the order
+/// trinaryx3_dimension(part, 0), (part, 1), (part, 2): part 0 x y z, part 1 y z x, part 2 z x y.
+constexpr int trinaryx3_dimension(int part, int phase) noexcept {
+    return (part + phase) % 3;
+}
+
+/// The element range [begin, end) that rank `rank` owns in part `part` after the reduce-scatter
+/// phases of a Trinaryx3 allreduce of `count` elements.
+std::array<std::size_t, 2> trinaryx3_block(const Grid3& grid, int rank, int part,
+                                           std::size_t count);
+
+/// Trinaryx3 allreduce on a 3D grid: the vector is cut into three parts (chunk_begin(count, 3,
+/// .)); part p runs a ring reduce-scatter along its first dimension, then along its second on the
+/// piece it then owns, then its third, and ring allgathers back in the reverse order. In every
+/// phase the three parts move along three different dimensions, each on its own lane (its sends
+/// name lane p), so that three rails carry data at once. Along a line of n ranks a piece is cut
+/// into n chunks and chunk q is reduced along the chain of coordinates q + 1, q + 2, ..., q (mod
+/// n); the rank at coordinate q keeps chunk q. The steps of the three parts run in lockstep: phase
+/// k has max over the parts of (extent - 1) steps.
+std::vector<Step> trinaryx3_allreduce(const Grid3& grid, int rank, std::size_t count,
+                                      std::size_t element_size);
+
+/// The rank-order variant: every rank sends each owner its blocks of the three parts directly
+/// (lane p for part p; one step whose receives are kept for the finish callback, in the order
+/// peer by peer (ascending rank, this rank left out), part by part, empty blocks left out), then
+/// the allgather phases of trinaryx3_allreduce.
+std::vector<Step> trinaryx3_rank_order(const Grid3& grid, int rank, std::size_t count,
+                                       std::size_t element_size);
 
 /// Binomial-tree broadcast of `count` elements from `root`.
 std::vector<Step> binomial_broadcast(int size, int rank, int root, std::size_t count,
