@@ -394,6 +394,10 @@ void WindowState<S>::complete() noexcept {
     phase = Phase::idle;
     completed_once = true;
     stalled_tests = 0;
+    // Set-up sends that finished since the last set-up call are noticed here (one atomic load when
+    // none are in flight), so that once the peers have taken them, the next rounds make no MPI call
+    // even when their waits take the slow path.
+    bootstrap::progress_sends();
 }
 
 template <Side S>
