@@ -560,6 +560,15 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
     check_alive();
     office.collect_sends();
     office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
+    auto it = office.inbox.find(key);
+    if (it != office.inbox.end()) {
+        Blob message = std::move(it->second);
+        office.inbox.erase(it);
+        return message;
+    }
+    // A withdrawal without a description: the peer's window never sent one (its provider was not
+    // decided yet). With a description, the caller checks what it can first (sizes) and then
+    // asks peer_withdrew().
     if ((kind == Kind::send_window || kind == Kind::recv_window) &&
         office.withdrawn.count(key) != 0) {
         raise<UsageError>(
@@ -572,13 +581,16 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
             "Windows pair in creation order: both sides must create the k-th window of a "
             "connection and use it, or both destroy it unused.");
     }
-    auto it = office.inbox.find(key);
-    if (it == office.inbox.end()) {
-        return std::nullopt;
-    }
-    Blob message = std::move(it->second);
-    office.inbox.erase(it);
-    return message;
+    return std::nullopt;
+}
+
+bool SetupLink::peer_withdrew(Kind kind, std::uint32_t index) {
+    auto& office = post_office();
+    const PostOffice::InboxKey key{
+        PostOffice::LinkKey{generation_, space_, peer_, send_tag_, recv_tag_}, ordinal_,
+        static_cast<std::uint32_t>(kind), index};
+    std::lock_guard<std::mutex> lock(office.mutex);
+    return office.withdrawn.count(key) != 0;
 }
 
 Blob SetupLink::receive(Kind kind, std::uint32_t index, const WaitContext& context) {

@@ -101,8 +101,11 @@ public:
     Blob receive(Kind kind, std::uint32_t index, const WaitContext& context);
 
     /// The message if it has arrived; never waits.
-    /// @throws UsageError if the peer withdrew that window (destroyed it unused).
+    /// @throws UsageError if the peer withdrew that window (destroyed it unused) without having
+    ///         sent its description.
     std::optional<Blob> try_receive(Kind kind, std::uint32_t index);
+    /// Whether the peer withdrew its window `index` of `kind` (after sending its description).
+    bool peer_withdrew(Kind kind, std::uint32_t index);
 
     /// Tells the peer that this side's window `index` of kind `own` (send_window or recv_window)
     /// is gone without having read the peer's description, so that the peer's matching window

@@ -336,6 +336,15 @@ void WindowState<S>::activate() {
                              "Windows pair in creation order (the k-th SendWindow with the k-th "
                              "RecvWindow of the peer); make the receive window at least as large.");
         }
+        if (connection->needs_handshake() &&
+            connection->link().peer_withdrew(peer_kind<S>, index)) {
+            raise<UsageError>(std::string("the peer destroyed its ") +
+                                  (is_send<S> ? "receive" : "send") + " window #" +
+                                  std::to_string(index) + " without using it",
+                              where,
+                              "Windows pair in creation order: both sides must create the k-th "
+                              "window of a connection and use it, or both destroy it unused.");
+        }
         Compiled::dispatch(connection->provider(), [&](auto p) {
             using P = decltype(p);
             using W =

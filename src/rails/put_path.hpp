@@ -50,8 +50,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -166,6 +169,7 @@ public:
     /// put credits). Returns false if the network still reads from this object, which must then
     /// be kept (leaked) rather than freed.
     bool close() noexcept {
+        unlist();
         if (connection_ != nullptr && !load_store_) {
             // Nothing was written while waiting for a credit; once puts are issued they read the
             // user's buffer and their signal must follow, so that round is finished.
@@ -326,8 +330,115 @@ public:
         begin(data);
     }
 
-    /// Progress; true once the round is complete (and on every call until the next post).
+    ~RailSender() { unlist(); }
+
+    /// Progress; true once the round is complete (and on every call until the next post). Also
+    /// starts the rounds this thread posted on other send windows whose credits have landed since.
     bool progress() {
+        if (waiting_rounds().count.load(std::memory_order_relaxed) != 0) {
+            start_waiting_rounds();
+        }
+        if (!listed_.load(std::memory_order_relaxed)) {
+            return advance();
+        }
+        // Listed: another window's progress on the posting thread may be starting this round.
+        if (busy_.exchange(true, std::memory_order_acquire)) {
+            return false;
+        }
+        struct Release {
+            std::atomic<bool>& busy;
+            ~Release() { busy.store(false, std::memory_order_release); }
+        } release{busy_};
+        if (started_with_error_) {
+            std::rethrow_exception(std::exchange(started_with_error_, nullptr));
+        }
+        return advance();
+    }
+
+private:
+    // Rounds posted before their credit landed start in a later progress(): of their own window,
+    // or of any other send window of the thread that posted them, so that a thread that posts to
+    // several peers and then waits on them one by one keeps every rail busy (otherwise each round
+    // would start only once the waits before it have finished). Per transport, process-wide.
+    struct WaitingRounds {
+        std::mutex mutex;
+        std::vector<RailSender*> senders; ///< listed: posted rounds waited for their credit
+        std::atomic<std::size_t> count{0};
+    };
+    static WaitingRounds& waiting_rounds() noexcept {
+        static auto* rounds = new WaitingRounds(); // never destroyed: windows may outlive statics
+        return *rounds;
+    }
+
+    void list_waiting() noexcept {
+        WaitingRounds& w = waiting_rounds();
+        std::lock_guard<std::mutex> lock(w.mutex);
+        poster_ = std::this_thread::get_id();
+        if (listed_.load(std::memory_order_relaxed)) {
+            return;
+        }
+        try {
+            w.senders.push_back(this);
+        } catch (const std::bad_alloc&) {
+            return; // then it starts in its own progress only
+        }
+        listed_.store(true, std::memory_order_relaxed);
+        w.count.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    void unlist() noexcept {
+        if (!listed_.load(std::memory_order_relaxed)) {
+            return;
+        }
+        WaitingRounds& w = waiting_rounds();
+        std::lock_guard<std::mutex> lock(w.mutex);
+        auto it = std::find(w.senders.begin(), w.senders.end(), this);
+        if (it != w.senders.end()) {
+            *it = w.senders.back();
+            w.senders.pop_back();
+            w.count.fetch_sub(1, std::memory_order_relaxed);
+        }
+        listed_.store(false, std::memory_order_relaxed);
+    }
+
+    void start_waiting_rounds() noexcept {
+        static thread_local bool starting = false;
+        if (starting) {
+            return;
+        }
+        starting = true;
+        WaitingRounds& w = waiting_rounds();
+        const auto me = std::this_thread::get_id();
+        std::lock_guard<std::mutex> lock(w.mutex);
+        for (std::size_t i = 0; i < w.senders.size();) {
+            RailSender* s = w.senders[i];
+            if (s == this || s->poster_ != me ||
+                s->busy_.exchange(true, std::memory_order_acquire)) {
+                ++i;
+                continue;
+            }
+            if (s->phase_ == Phase::credit && !s->started_with_error_) {
+                try {
+                    s->advance();
+                } catch (...) {
+                    s->started_with_error_ = std::current_exception(); // its own progress throws it
+                }
+            }
+            const bool waiting = s->phase_ == Phase::credit && !s->started_with_error_;
+            s->busy_.store(false, std::memory_order_release);
+            if (waiting) {
+                ++i;
+            } else {
+                s->listed_.store(false, std::memory_order_relaxed);
+                w.senders[i] = w.senders.back();
+                w.senders.pop_back();
+                w.count.fetch_sub(1, std::memory_order_relaxed);
+            }
+        }
+        starting = false;
+    }
+
+    bool advance() {
         try {
             if (phase_ == Phase::credit && !start()) {
                 return false;
@@ -352,6 +463,7 @@ public:
         }
     }
 
+public:
     bool receiver_closed() const noexcept {
         return (flags_.load(std::memory_order_acquire) & revoked_bit) != 0 ||
                cell_.word->load(std::memory_order_acquire) == revoked_credit;
@@ -381,10 +493,16 @@ private:
     }
 
     void begin(const std::byte* data) {
+        if (listed_.load(std::memory_order_relaxed) && poster_ != std::this_thread::get_id()) {
+            unlist(); // the window moved to this thread: the one that posted before lets go of it
+        }
         ++round_;
         source_ = data;
         phase_ = Phase::credit;
         progress();
+        if (phase_ == Phase::credit) {
+            list_waiting();
+        }
     }
 
     // Issues the round once the credit of round n is there.
@@ -555,8 +673,13 @@ private:
     std::uint64_t buffer_address_ = 0;
     bool load_store_ = false;
 
-    bool signal_by_message_ = false;   ///< notices instead of fence and sequence put
-    bool messages_ = false;            ///< the message path (use_messages())
+    bool signal_by_message_ = false; ///< notices instead of fence and sequence put
+    bool messages_ = false;          ///< the message path (use_messages())
+    // Starting rounds from other windows' progress (WaitingRounds), guarded by its mutex.
+    std::atomic<bool> listed_{false};
+    std::atomic<bool> busy_{false}; ///< a listed window's round is being advanced
+    std::thread::id poster_{};
+    std::exception_ptr started_with_error_; ///< from a start on another window's progress
     std::vector<Piece> piece_headers_; ///< of the current round, valid until `requests_` are done
     std::uint64_t round_ = 0;
     Phase phase_ = Phase::idle;
