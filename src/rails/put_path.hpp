@@ -366,7 +366,8 @@ private:
         std::atomic<std::size_t> count{0};
     };
     static WaitingRounds& waiting_rounds() noexcept {
-        static auto* rounds = new WaitingRounds(); // never destroyed: windows may outlive statics
+        // Never destroyed: windows may outlive statics. Out of memory here ends the program.
+        static auto* rounds = new WaitingRounds(); // NOLINT(bugprone-unhandled-exception-at-new)
         return *rounds;
     }
 
