@@ -160,6 +160,106 @@ inline void publish(ControlBlock& block, std::uint64_t round, std::size_t bytes,
     slot.sequence.store(round, std::memory_order_release);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Shared copies (cross-memory attach into a user buffer, shm only)
+// ---------------------------------------------------------------------------------------------
+//
+// A large round into a user buffer is cut into chunks that either process may copy: the sender
+// writes chunks into the receiver's buffer (process_vm_writev) while it holds the round's credit,
+// and the receiver, while it waits, reads chunks out of the sender's buffer (process_vm_readv).
+// Whoever runs moves the data: with more ranks than cores the transfer no longer waits for the
+// sender to be scheduled, and with a core each both copy at once. The protocol, for round n:
+//   sender post(n):   offer := source, bytes, chunk size; done := 0; claims := (n, chunks, 0)
+//   either side:      take chunk k by compare-and-swap on claims (n, chunks, k -> k + 1), copy it,
+//                     done |= bit k; the side whose bit completes `done` publishes slot n
+//   sender close():   claims := (n, chunks, retracted); waits for chunks already taken
+// The receiver takes chunks only between its init(n) and the end of round n, so its buffer is
+// written only while it is granted; the sender copies only while it holds the credit claim. The
+// offer's fields are read only after a successful take, when round n cannot end (a taken chunk is
+// not done) and the sender cannot offer round n + 1. A receiver that cannot read the sender's
+// memory returns the chunk it took (returned |= bit k) and stops taking; the sender copies it.
+
+/// The sender's offer of its current round; lives in memory both processes map.
+struct alignas(cache_line) Offer {
+    /// round << 16 | chunks << 8 | next chunk to take (`retracted`: none may be taken)
+    std::atomic<std::uint64_t> claims{0};
+    std::atomic<std::uint64_t> done{0}; ///< bit k: chunk k has been copied
+    std::atomic<std::uint64_t> returned{
+        0}; ///< bit k: taken by the receiver, which could not copy it
+    std::atomic<std::uint32_t> receiver_stopped{0}; ///< the receiver no longer takes chunks
+    std::uint64_t source = 0; ///< the sender's buffer, in the sender's address space
+    std::uint64_t bytes = 0;
+    std::uint64_t chunk = 0; ///< bytes per chunk; the last one may be shorter
+};
+static_assert(sizeof(Offer) == cache_line);
+
+inline constexpr std::uint64_t max_chunks = 64;
+inline constexpr std::uint64_t retracted = 0xff;
+inline constexpr std::uint64_t round_mask = (std::uint64_t{1} << 48) - 1;
+
+inline std::uint64_t chunk_mask(std::uint64_t chunks) noexcept {
+    return chunks >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << chunks) - 1;
+}
+
+/// The sender offers round `round` of `bytes` bytes at `source`, in chunks of `chunk` bytes (at
+/// most max_chunks of them). The previous round must have ended.
+inline void offer(Offer& offer, std::uint64_t round, std::uint64_t source, std::uint64_t bytes,
+                  std::uint64_t chunk) noexcept {
+    const std::uint64_t chunks = (bytes + chunk - 1) / chunk;
+    offer.source = source;
+    offer.bytes = bytes;
+    offer.chunk = chunk;
+    offer.done.store(0, std::memory_order_relaxed);
+    offer.returned.store(0, std::memory_order_relaxed);
+    offer.claims.store((round & round_mask) << 16 | chunks << 8, std::memory_order_release);
+}
+
+/// Takes the next chunk of round `round`; false when none is left to take.
+inline bool take_chunk(Offer& offer, std::uint64_t round, std::uint64_t& index) noexcept {
+    std::uint64_t claims = offer.claims.load(std::memory_order_acquire);
+    for (;;) {
+        if ((claims >> 16) != (round & round_mask)) {
+            return false;
+        }
+        const std::uint64_t next = claims & 0xff;
+        if (next >= ((claims >> 8) & 0xff)) {
+            return false; // all taken, or retracted
+        }
+        if (offer.claims.compare_exchange_weak(claims, claims + 1, std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+            index = next;
+            return true;
+        }
+    }
+}
+
+/// Marks chunk `index` of a round of `chunks` chunks copied; true for the caller whose chunk
+/// completed the round, which then publishes it.
+inline bool chunk_done(Offer& offer, std::uint64_t index, std::uint64_t chunks) noexcept {
+    const std::uint64_t bit = std::uint64_t{1} << index;
+    const std::uint64_t before = offer.done.fetch_or(bit, std::memory_order_acq_rel);
+    return (before & bit) == 0 && ((before | bit) & chunk_mask(chunks)) == chunk_mask(chunks);
+}
+
+/// Stops further takes of round `round`; returns the mask of the chunks taken before.
+inline std::uint64_t retract(Offer& offer, std::uint64_t round) noexcept {
+    std::uint64_t claims = offer.claims.load(std::memory_order_acquire);
+    for (;;) {
+        if ((claims >> 16) != (round & round_mask)) {
+            return 0;
+        }
+        const std::uint64_t next = claims & 0xff;
+        if (next == retracted) {
+            return 0;
+        }
+        if (offer.claims.compare_exchange_weak(claims, (claims & ~std::uint64_t{0xff}) | retracted,
+                                               std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+            return chunk_mask(next);
+        }
+    }
+}
+
 inline void publish_inline(ControlBlock& block, std::uint64_t round, const std::byte* source,
                            std::size_t bytes) noexcept {
     Slot& slot = slot_of(block, round);

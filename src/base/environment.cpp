@@ -42,6 +42,7 @@ Settings read_settings() {
     s.shm_cma = number("PMR_SHM_CMA", 1.0) != 0.0;
     s.shm_cma_threshold =
         static_cast<std::size_t>(number("PMR_SHM_CMA_THRESHOLD", double(s.shm_cma_threshold)));
+    s.shm_chunk = static_cast<std::size_t>(number("PMR_SHM_CHUNK", double(s.shm_chunk)));
     s.stream_threshold =
         static_cast<std::size_t>(number("PMR_STREAM_THRESHOLD", double(s.stream_threshold)));
 #ifdef NDEBUG

@@ -13,6 +13,14 @@ namespace pmr::detail {
 namespace {
 
 constexpr std::size_t control_bytes = 4096;
+// The offer of shared copies (copy_channel.hpp) behind the control block, in the same page.
+constexpr std::size_t offer_offset = 2048;
+static_assert(sizeof(copy_channel::ControlBlock) <= offer_offset);
+static_assert(offer_offset + sizeof(copy_channel::Offer) <= control_bytes);
+
+copy_channel::Offer* offer_in(std::byte* control) noexcept {
+    return reinterpret_cast<copy_channel::Offer*>(control + offer_offset);
+}
 
 } // namespace
 
@@ -74,6 +82,10 @@ void Shm::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     target.pid = pid;
     target.cma = settings().shm_cma;
     target.cma_threshold = settings().shm_cma_threshold;
+    if (target.mapped == nullptr && settings().shm_chunk > 0) {
+        target.offer = offer_in(control_.data());
+        target.min_chunk = settings().shm_chunk;
+    }
     sender_.attach(target, where_);
     debug_log(std::string(target.mapped != nullptr ? "direct copies into pmr memory"
                           : target.cma             ? "cross-memory attach above threshold"
@@ -88,6 +100,7 @@ Shm::RecvWindow::RecvWindow(const WindowSpec& spec)
     control_ =
         SharedMapping::create(control_bytes + (staging ? spec.bytes : 0), spec.where->c_str());
     auto* control = new (control_.data()) copy_channel::ControlBlock();
+    new (control_.data() + offer_offset) copy_channel::Offer();
     receiver_.attach(control, spec.buffer, staging ? control_.data() + control_bytes : nullptr);
 }
 
@@ -122,6 +135,11 @@ Blob Shm::RecvWindow::describe() const {
 void Shm::RecvWindow::connect(Connection& connection, const Blob& /*peer*/,
                               std::size_t /*peer_bytes*/) noexcept {
     connection_ = &connection;
+    // A user buffer is written by cross-memory attach; large rounds may then be pulled from here
+    // too, while this side waits.
+    if (location_.fd < 0 && bytes_ > 0 && settings().shm_cma && settings().shm_chunk > 0) {
+        receiver_.share(offer_in(control_.data()), connection.peer_pid(), bytes_);
+    }
 }
 
 } // namespace pmr::detail
