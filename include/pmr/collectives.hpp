@@ -60,6 +60,13 @@ enum class AllreduceAlgorithm : unsigned char {
     /// PMR_RAILS >= 3); otherwise the constructor throws ArgumentError on every rank. Never chosen
     /// automatically.
     trinaryx3,
+    /// For ranks that share memory: every rank sends chunk c of p chunks to rank c, which folds
+    /// the p chunks in rank order and sends the result to every rank (two steps, the sends and the
+    /// final receives straight from and into the buffers, no staging copy); small vectors go whole
+    /// to every rank in one step and every rank folds them in rank order. The result is that of
+    /// ReductionOrder::rank in either order. Chosen automatically when all ranks run on one node
+    /// and PMR_PROVIDER does not force a provider other than shm.
+    direct,
 };
 
 /// The order in which an Allreduce combines the contributions of the ranks. In both orders every
@@ -76,7 +83,7 @@ enum class ReductionOrder : unsigned char {
 };
 
 /// Choices of an Allreduce. The environment variables PMR_ALLREDUCE_ALGORITHM
-/// (`recursive_doubling`/`rd`, `ring`, `trinaryx3`, `automatic`) and PMR_ALLREDUCE_ORDER
+/// (`recursive_doubling`/`rd`, `ring`, `trinaryx3`, `direct`, `automatic`) and PMR_ALLREDUCE_ORDER
 /// (`algorithm`, `rank`) apply where these are left at their defaults.
 struct AllreduceOptions {
     AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
