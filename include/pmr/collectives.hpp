@@ -64,8 +64,9 @@ enum class AllreduceAlgorithm : unsigned char {
     /// the p chunks in rank order and sends the result to every rank (two steps, the sends and the
     /// final receives straight from and into the buffers, no staging copy); small vectors go whole
     /// to every rank in one step and every rank folds them in rank order. The result is that of
-    /// ReductionOrder::rank in either order. Chosen automatically when all ranks run on one node
-    /// and PMR_PROVIDER does not force a provider other than shm.
+    /// ReductionOrder::rank in either order. Chosen automatically when all ranks (at most 16) run
+    /// on one node and PMR_PROVIDER does not force a provider other than shm (on 2 ranks only
+    /// above 8 KiB: below, recursive doubling is the same single exchange).
     direct,
 };
 
@@ -74,7 +75,8 @@ enum class AllreduceAlgorithm : unsigned char {
 /// algorithm give bitwise the same result in every run.
 enum class ReductionOrder : unsigned char {
     /// The order of the algorithm (documented in the README): recursive doubling combines a
-    /// balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank. Results
+    /// balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank, direct
+    /// the rank order. Results
     /// of floating-point sums may differ between algorithms (and rank counts).
     algorithm,
     /// Left to right by rank, x_0 + x_1 + ... + x_{p-1}, whatever the algorithm: the result

@@ -373,7 +373,11 @@ AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connectio
             gather_values(comm, connections, &key, 1, where + " (nodes of the ranks)");
         if (keys[0] != 0 &&
             std::all_of(keys.begin(), keys.end(), [&](std::int64_t k) { return k == keys[0]; })) {
-            return AllreduceAlgorithm::direct;
+            // Two ranks with a small vector: recursive doubling is the same one step and the
+            // same order (x0 + x1), without the fold through a buffer.
+            const bool whole = bytes <= direct_whole_bytes || count < 2;
+            return size == 2 && whole ? AllreduceAlgorithm::recursive_doubling
+                                      : AllreduceAlgorithm::direct;
         }
     }
     const std::size_t moved = order == ReductionOrder::rank
