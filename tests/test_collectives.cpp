@@ -469,6 +469,30 @@ TEST_CASE("allreduce: the rank order gives one result whatever the algorithm", "
     }
 }
 
+TEST_CASE("allreduce: direct leaves a user buffer filled before construction alone until start()",
+          "[allreduce]") {
+    // Its windows lie over the buffer; the set-up run must move no data through them.
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const auto size = static_cast<std::size_t>(comm.size());
+    for (std::size_t count : {std::size_t{3}, std::size_t{20000}}) {
+        std::vector<std::vector<double>> all;
+        for (std::size_t r = 0; r < size; ++r) {
+            all.push_back(input_of<double>(static_cast<int>(r), count, 7 + count));
+        }
+        std::vector<double> user = all[static_cast<std::size_t>(comm.rank())];
+        pmr::Allreduce<double> reduce(comm, user.data(), count, pmr::ReduceOp::sum,
+                                      {pmr::AllreduceAlgorithm::direct});
+        INFO(reduce.describe());
+        CHECK(same_bits(user.data(), all[static_cast<std::size_t>(comm.rank())].data(), count));
+        reduce();
+        const auto expected =
+            reference(comm, all, count, pmr::ReduceOp::sum, pmr::AllreduceAlgorithm::direct,
+                      pmr::ReductionOrder::algorithm);
+        CHECK(first_difference(user.data(), expected.data(), count) == count);
+    }
+}
+
 TEST_CASE("allreduce: 100 runs of a sum of 10^5 doubles give one bit pattern on every rank",
           "[allreduce][reproducible]") {
     start_together();
