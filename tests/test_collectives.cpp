@@ -219,7 +219,8 @@ std::vector<T> reference(const pmr::Communicator& comm, const std::vector<std::v
         std::copy(comm.extents().begin(), comm.extents().end(), extents.begin());
     }
     for (std::size_t i = 0; i < count; ++i) {
-        if (order == pmr::ReductionOrder::rank || x.size() == 1) {
+        if (order == pmr::ReductionOrder::rank || x.size() == 1 ||
+            algorithm == pmr::AllreduceAlgorithm::direct) {
             out[i] = fold_by_rank(x, i, op);
         } else if (algorithm == pmr::AllreduceAlgorithm::trinaryx3) {
             out[i] = fold_by_trinaryx3(x, i, count, op, extents, rank_at);
@@ -326,8 +327,9 @@ void check_allreduce(const pmr::Communicator& comm, std::size_t count, pmr::Redu
     }
 }
 
-constexpr std::array<pmr::AllreduceAlgorithm, 2> algorithms = {
-    pmr::AllreduceAlgorithm::recursive_doubling, pmr::AllreduceAlgorithm::ring};
+constexpr std::array<pmr::AllreduceAlgorithm, 3> algorithms = {
+    pmr::AllreduceAlgorithm::recursive_doubling, pmr::AllreduceAlgorithm::ring,
+    pmr::AllreduceAlgorithm::direct};
 constexpr std::array<pmr::ReductionOrder, 2> orders = {pmr::ReductionOrder::algorithm,
                                                        pmr::ReductionOrder::rank};
 
@@ -434,10 +436,18 @@ TEST_CASE("allreduce: the automatic choice", "[allreduce]") {
     if (pmr_test::environment("PMR_ALLREDUCE_ALGORITHM")) {
         return; // the variant with the environment checks it
     }
+    CHECK(small.order() == pmr::ReductionOrder::algorithm);
+    const auto forced = pmr_test::environment("PMR_PROVIDER");
+    if (comm.size() > 1 && (!forced || *forced == "shm")) {
+        // The tests run on one node: shared memory takes the direct algorithm.
+        CHECK(small.algorithm() == (comm.size() == 2 ? pmr::AllreduceAlgorithm::recursive_doubling
+                                                     : pmr::AllreduceAlgorithm::direct));
+        CHECK(large.algorithm() == pmr::AllreduceAlgorithm::direct);
+        return;
+    }
     CHECK(small.algorithm() == pmr::AllreduceAlgorithm::recursive_doubling);
     CHECK(large.algorithm() == (comm.size() > 2 ? pmr::AllreduceAlgorithm::ring
                                                 : pmr::AllreduceAlgorithm::recursive_doubling));
-    CHECK(small.order() == pmr::ReductionOrder::algorithm);
 }
 
 TEST_CASE("allreduce: the rank order gives one result whatever the algorithm", "[allreduce]") {
@@ -453,7 +463,34 @@ TEST_CASE("allreduce: the rank order gives one result whatever the algorithm", "
         reduce();
         results.emplace_back(reduce.data(), reduce.data() + count);
     }
-    CHECK(same_bits(results[0].data(), results[1].data(), count));
+    for (std::size_t i = 1; i < results.size(); ++i) {
+        INFO("algorithm " << pmr::to_string(algorithms[i]));
+        CHECK(same_bits(results[0].data(), results[i].data(), count));
+    }
+}
+
+TEST_CASE("allreduce: direct leaves a user buffer filled before construction alone until start()",
+          "[allreduce]") {
+    // Its windows lie over the buffer; the set-up run must move no data through them.
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    const auto size = static_cast<std::size_t>(comm.size());
+    for (std::size_t count : {std::size_t{3}, std::size_t{20000}}) {
+        std::vector<std::vector<double>> all;
+        for (std::size_t r = 0; r < size; ++r) {
+            all.push_back(input_of<double>(static_cast<int>(r), count, 7 + count));
+        }
+        std::vector<double> user = all[static_cast<std::size_t>(comm.rank())];
+        pmr::Allreduce<double> reduce(comm, user.data(), count, pmr::ReduceOp::sum,
+                                      {pmr::AllreduceAlgorithm::direct});
+        INFO(reduce.describe());
+        CHECK(same_bits(user.data(), all[static_cast<std::size_t>(comm.rank())].data(), count));
+        reduce();
+        const auto expected =
+            reference(comm, all, count, pmr::ReduceOp::sum, pmr::AllreduceAlgorithm::direct,
+                      pmr::ReductionOrder::algorithm);
+        CHECK(first_difference(user.data(), expected.data(), count) == count);
+    }
 }
 
 TEST_CASE("allreduce: 100 runs of a sum of 10^5 doubles give one bit pattern on every rank",

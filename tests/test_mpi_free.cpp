@@ -232,7 +232,10 @@ TEST_CASE("collectives: start, test and wait never call MPI", "[mpi-free][collec
     using Algorithm = pmr::AllreduceAlgorithm;
     using Order = pmr::ReductionOrder;
     std::vector<pmr::Allreduce<double>> reductions;
-    for (auto algorithm : {Algorithm::recursive_doubling, Algorithm::ring}) {
+    // direct: 1 element whole in one step, 1 << 13 in chunks (in-place windows); automatic picks
+    // it on one node.
+    for (auto algorithm : {Algorithm::recursive_doubling, Algorithm::ring, Algorithm::direct,
+                           Algorithm::automatic}) {
         for (auto order : {Order::algorithm, Order::rank}) {
             reductions.emplace_back(comm, 1, pmr::ReduceOp::sum,
                                     pmr::AllreduceOptions{algorithm, order});

@@ -176,6 +176,7 @@ public:
             {"pmr-allreduce", pmr::AllreduceAlgorithm::automatic},
             {"pmr-rd", pmr::AllreduceAlgorithm::recursive_doubling},
             {"pmr-ring", pmr::AllreduceAlgorithm::ring},
+            {"pmr-direct", pmr::AllreduceAlgorithm::direct},
         };
         for (const auto& [name, algorithm] : pmr_variants) {
             if (context.wants(name)) {

@@ -60,6 +60,14 @@ enum class AllreduceAlgorithm : unsigned char {
     /// PMR_RAILS >= 3); otherwise the constructor throws ArgumentError on every rank. Never chosen
     /// automatically.
     trinaryx3,
+    /// For ranks that share memory: every rank sends chunk c of p chunks to rank c, which folds
+    /// the p chunks in rank order and sends the result to every rank (two steps, the sends and the
+    /// final receives straight from and into the buffers, no staging copy); small vectors go whole
+    /// to every rank in one step and every rank folds them in rank order. The result is that of
+    /// ReductionOrder::rank in either order. Chosen automatically when all ranks (at most 16) run
+    /// on one node and PMR_PROVIDER does not force a provider other than shm (on 2 ranks only
+    /// above 8 KiB: below, recursive doubling is the same single exchange).
+    direct,
 };
 
 /// The order in which an Allreduce combines the contributions of the ranks. In both orders every
@@ -67,7 +75,8 @@ enum class AllreduceAlgorithm : unsigned char {
 /// algorithm give bitwise the same result in every run.
 enum class ReductionOrder : unsigned char {
     /// The order of the algorithm (documented in the README): recursive doubling combines a
-    /// balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank. Results
+    /// balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank, direct
+    /// the rank order. Results
     /// of floating-point sums may differ between algorithms (and rank counts).
     algorithm,
     /// Left to right by rank, x_0 + x_1 + ... + x_{p-1}, whatever the algorithm: the result
@@ -76,7 +85,7 @@ enum class ReductionOrder : unsigned char {
 };
 
 /// Choices of an Allreduce. The environment variables PMR_ALLREDUCE_ALGORITHM
-/// (`recursive_doubling`/`rd`, `ring`, `trinaryx3`, `automatic`) and PMR_ALLREDUCE_ORDER
+/// (`recursive_doubling`/`rd`, `ring`, `trinaryx3`, `direct`, `automatic`) and PMR_ALLREDUCE_ORDER
 /// (`algorithm`, `rank`) apply where these are left at their defaults.
 struct AllreduceOptions {
     AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;

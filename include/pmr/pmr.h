@@ -187,6 +187,9 @@ int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direct
 #define PMR_ALLREDUCE_AUTOMATIC 0
 #define PMR_ALLREDUCE_RECURSIVE_DOUBLING 1
 #define PMR_ALLREDUCE_RING 2
+#define PMR_ALLREDUCE_TRINARYX3                                                                    \
+    3                          /**< needs a 3D communicator and >= 3 rails, else PMR_ERR_ARGUMENT */
+#define PMR_ALLREDUCE_DIRECT 4 /**< ranks on one node: chunks straight to their owners */
 /* Orders: that of the algorithm, or left to right by rank whatever the algorithm. */
 #define PMR_ORDER_ALGORITHM 0
 #define PMR_ORDER_RANK 1

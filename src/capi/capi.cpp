@@ -470,10 +470,13 @@ int pmr_allreduce_create(pmr_communicator c, const void* in, void* out_buffer, s
         handle = nullptr;
         using Kind = pmr::detail::ElementKind;
         constexpr Kind kinds[] = {Kind::f32, Kind::f64, Kind::i32, Kind::i64, Kind::c32, Kind::c64};
+        static_assert(PMR_ALLREDUCE_TRINARYX3 ==
+                          static_cast<int>(pmr::AllreduceAlgorithm::trinaryx3) &&
+                      PMR_ALLREDUCE_DIRECT == static_cast<int>(pmr::AllreduceAlgorithm::direct));
         const auto type = enumerator<int>(datatype, 5, "datatype", function);
         pmr::AllreduceOptions options;
         options.algorithm =
-            enumerator<pmr::AllreduceAlgorithm>(algorithm, 2, "algorithm", function);
+            enumerator<pmr::AllreduceAlgorithm>(algorithm, 4, "algorithm", function);
         options.order = enumerator<pmr::ReductionOrder>(order, 1, "order", function);
         const auto operation = enumerator<pmr::ReduceOp>(op, 2, "op", function);
         handle = new pmr_allreduce_s{pmr::detail::CollectiveCore::allreduce(

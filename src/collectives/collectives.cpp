@@ -4,7 +4,9 @@
 #include "collectives/engine.hpp"
 #include "collectives/schedules.hpp"
 
+#include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/node.hpp"
 
 #include <pmr/connection.hpp>
 
@@ -51,6 +53,8 @@ std::string_view to_string(AllreduceAlgorithm algorithm) noexcept {
         return "ring";
     case AllreduceAlgorithm::trinaryx3:
         return "trinaryx3";
+    case AllreduceAlgorithm::direct:
+        return "direct";
     }
     return "?";
 }
@@ -66,6 +70,12 @@ namespace {
 /// Vectors up to this many bytes (times the rank count for the rank order) take recursive
 /// doubling, larger ones the ring.
 constexpr std::size_t ring_threshold_bytes = std::size_t{64} * 1024;
+/// The direct allreduce is chosen automatically on one node up to this many ranks (each rank
+/// keeps two windows per peer)...
+constexpr int direct_max_ranks = 16;
+/// ... and sends vectors of up to this many bytes whole to every rank (one step), larger ones
+/// as p chunks (two steps).
+constexpr std::size_t direct_whole_bytes = std::size_t{8} * 1024;
 /// Allgathers of up to this many bytes in all take recursive doubling.
 constexpr std::size_t allgather_ring_threshold_bytes = std::size_t{256} * 1024;
 
@@ -346,6 +356,37 @@ coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connecti
     return grid;
 }
 
+/// The automatic choice of an allreduce, after the ranks agreed on the arguments: the same on
+/// every rank, since it depends on the agreed count and order, the size and what the ranks
+/// gather about their nodes.
+AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connections& connections,
+                                       std::size_t bytes, std::size_t count, ReductionOrder order,
+                                       const std::string& where) {
+    const int size = comm.size();
+    if (size > 1 && size <= direct_max_ranks) {
+        // One node, and shm between its processes (a forced network provider keeps its
+        // algorithms): every rank contributes its node's key, or 0.
+        const auto& forced = settings().provider;
+        const bool shm = !forced || *forced == "shm";
+        const std::int64_t key = shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
+        const std::vector<std::int64_t> keys =
+            gather_values(comm, connections, &key, 1, where + " (nodes of the ranks)");
+        if (keys[0] != 0 &&
+            std::all_of(keys.begin(), keys.end(), [&](std::int64_t k) { return k == keys[0]; })) {
+            // Two ranks with a small vector: recursive doubling is the same one step and the
+            // same order (x0 + x1), without the fold through a buffer.
+            const bool whole = bytes <= direct_whole_bytes || count < 2;
+            return size == 2 && whole ? AllreduceAlgorithm::recursive_doubling
+                                      : AllreduceAlgorithm::direct;
+        }
+    }
+    const std::size_t moved = order == ReductionOrder::rank
+                                  ? checked_product(bytes, static_cast<std::size_t>(size), where)
+                                  : bytes;
+    const bool large = moved > ring_threshold_bytes && count >= static_cast<std::size_t>(size);
+    return size > 2 && large ? AllreduceAlgorithm::ring : AllreduceAlgorithm::recursive_doubling;
+}
+
 } // namespace
 
 struct CollectiveState {
@@ -484,9 +525,12 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                 algorithm = AllreduceAlgorithm::ring;
             } else if (*value == "trinaryx3") {
                 algorithm = AllreduceAlgorithm::trinaryx3;
+            } else if (*value == "direct") {
+                algorithm = AllreduceAlgorithm::direct;
             } else if (*value != "automatic" && *value != "auto") {
                 problem = "PMR_ALLREDUCE_ALGORITHM=" + *value +
-                          " is not one of automatic, recursive_doubling (rd), ring, trinaryx3";
+                          " is not one of automatic, recursive_doubling (rd), ring, trinaryx3, "
+                          "direct";
             }
         }
     }
@@ -498,16 +542,6 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                 problem = "PMR_ALLREDUCE_ORDER=" + *value + " is not one of algorithm, rank";
             }
         }
-    }
-    if (algorithm == AllreduceAlgorithm::automatic) {
-        // The same on every rank: it depends on the agreed count and the size only.
-        const std::size_t moved =
-            order == ReductionOrder::rank
-                ? checked_product(bytes, static_cast<std::size_t>(size), where)
-                : bytes;
-        const bool large = moved > ring_threshold_bytes && count >= static_cast<std::size_t>(size);
-        algorithm =
-            size > 2 && large ? AllreduceAlgorithm::ring : AllreduceAlgorithm::recursive_doubling;
     }
 
     if (bytes > 0 && (in == nullptr) != (out == nullptr)) {
@@ -524,6 +558,9 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                          -1,
                          problem.empty() ? 0 : 1};
     agree(comm, state->connections, descriptor, where, problem);
+    if (algorithm == AllreduceAlgorithm::automatic) {
+        algorithm = automatic_allreduce(comm, state->connections, bytes, count, order, where);
+    }
 
     const coll::Reducer reducer = element.reducer(op);
     if (reducer == nullptr) {
@@ -555,7 +592,25 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
     std::vector<coll::Step> steps;
     coll::Finish finish;
     std::byte* work = result;
-    if (order == ReductionOrder::algorithm) {
+    std::byte* in_place = nullptr; // the buffer in-place windows lie over
+    if (algorithm == AllreduceAlgorithm::direct) {
+        // Rank order in either order: each chunk's owner (every rank, for a whole vector) folds
+        // the contributions of all ranks left to right.
+        const bool whole = bytes <= direct_whole_bytes || count < static_cast<std::size_t>(size);
+        steps = coll::direct_allreduce(size, rank, count, element_size, whole);
+        in_place = result;
+        if (separate_input && bytes > 0) {
+            state->before = [result, input, bytes] { std::memcpy(result, input, bytes); };
+        }
+        std::vector<std::array<std::size_t, 2>> blocks;
+        const std::size_t begin = whole ? 0 : coll::chunk_begin(count, size, rank);
+        const std::size_t end = whole ? count : coll::chunk_begin(count, size, rank + 1);
+        if (end > begin) {
+            blocks.push_back({begin, end});
+        }
+        finish = rank_order_fold(result, std::move(blocks), element_size, size, rank, reducer,
+                                 state->scratch);
+    } else if (order == ReductionOrder::algorithm) {
         if (grid) {
             steps = coll::trinaryx3_allreduce(*grid, rank, count, element_size);
         } else if (algorithm == AllreduceAlgorithm::ring) {
@@ -616,7 +671,7 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                                  state->scratch);
     }
     state->engine = std::make_unique<coll::Engine>(comm, state->connections, std::move(steps),
-                                                   element_size, reducer, where);
+                                                   element_size, reducer, where, in_place);
     if (finish) {
         state->engine->set_finish(std::move(finish));
     }

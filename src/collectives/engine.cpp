@@ -58,11 +58,18 @@ std::size_t rail_of_lane(Connection& connection, int lane) {
 }
 
 Engine::Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
-               std::size_t element_size, Reducer reducer, std::string what)
+               std::size_t element_size, Reducer reducer, std::string what, std::byte* work)
     : steps_(std::move(steps)), element_size_(element_size), reducer_(reducer),
-      what_(std::move(what)), connections_(connections) {
+      what_(std::move(what)), connections_(connections), bound_(work) {
     auto connection = [&](int peer) -> Connection& {
         return connection_to(comm, connections_, peer);
+    };
+    auto in_place = [&](std::size_t offset) {
+        if (bound_ == nullptr) {
+            raise<UsageError>("an in-place transfer without a work buffer", what_,
+                              "This is a bug in pmr's collectives; please report it.");
+        }
+        return bound_ + offset;
     };
     // Connections first, then the windows in step order (see the header).
     connect_peers(comm, connections_, steps_);
@@ -70,12 +77,20 @@ Engine::Engine(const Communicator& comm, Connections& connections, std::vector<S
     for (std::size_t i = 0; i < steps_.size(); ++i) {
         StepWindows& w = windows_[i];
         for (const Send& send : steps_[i].sends) {
-            w.sends.emplace_back(connection(send.peer), send.bytes);
+            if (send.in_place) {
+                w.sends.emplace_back(connection(send.peer), in_place(send.offset), send.bytes);
+            } else {
+                w.sends.emplace_back(connection(send.peer), send.bytes);
+            }
             w.rails.push_back(
                 send.lane == any_lane ? no_rail : rail_of_lane(connection(send.peer), send.lane));
         }
         for (const Recv& recv : steps_[i].recvs) {
-            w.recvs.emplace_back(connection(recv.peer), recv.bytes);
+            if (recv.in_place) {
+                w.recvs.emplace_back(connection(recv.peer), in_place(recv.offset), recv.bytes);
+            } else {
+                w.recvs.emplace_back(connection(recv.peer), recv.bytes);
+            }
         }
         w.received.assign(w.recvs.size(), 0);
     }
@@ -98,9 +113,19 @@ void Engine::warm_up() {
     }
     std::vector<std::byte> scratch(extent);
     work_ = scratch.data();
+    warming_up_ = true;
     start();
     wait();
-    work_ = nullptr;
+    warming_up_ = false;
+    work_ = bound_;
+}
+
+void Engine::set_work(std::byte* work) {
+    if (bound_ != nullptr && work != bound_) {
+        raise<UsageError>("a work buffer other than the one the in-place windows lie over", what_,
+                          "This is a bug in pmr's collectives; please report it.");
+    }
+    work_ = work;
 }
 
 void Engine::start() {
@@ -129,6 +154,12 @@ void Engine::begin_step(std::size_t index) {
         const Send& send = step.sends[i];
         SendWindow<std::byte>& window = w.sends[i];
         window.init();
+        if (send.in_place) {
+            // Over the work buffer already; the set-up run moves nothing through it.
+            window.post(warming_up_ ? 0 : send.bytes);
+            pending_sends_.push_back(&window);
+            continue;
+        }
         std::memcpy(window.data(), work_ + send.offset, send.bytes);
         if (w.rails[i] == no_rail) {
             window.post();
@@ -147,6 +178,9 @@ void Engine::end_step(std::size_t index) {
         const Recv& recv = step.recvs[i];
         const std::byte* data = w.recvs[i].data();
         received_.push_back(data);
+        if (recv.in_place) {
+            continue; // landed in place (nothing at all in the set-up run)
+        }
         switch (recv.action) {
         case Action::copy:
             std::memcpy(work_ + recv.offset, data, recv.bytes);
@@ -165,11 +199,7 @@ void Engine::end_step(std::size_t index) {
     }
 }
 
-bool Engine::test() {
-    if (!active_) {
-        raise<UsageError>("test() or wait() without a run in flight", what_,
-                          "Call start() first; after completion, start() again for a new run.");
-    }
+bool Engine::sends_complete() {
     // Sends complete once the receiver has granted its window; polling them also moves the data
     // of those posted before the grant.
     for (std::size_t i = 0; i < pending_sends_.size();) {
@@ -180,6 +210,15 @@ bool Engine::test() {
             ++i;
         }
     }
+    return pending_sends_.empty();
+}
+
+bool Engine::test() {
+    if (!active_) {
+        raise<UsageError>("test() or wait() without a run in flight", what_,
+                          "Call start() first; after completion, start() again for a new run.");
+    }
+    sends_complete();
     while (step_ < steps_.size()) {
         StepWindows& w = windows_[step_];
         bool complete = true;
@@ -195,21 +234,18 @@ bool Engine::test() {
         if (!complete) {
             return false;
         }
+        // The plans with after_sends receive from every peer they send to in that step: all of
+        // them have started this run and granted their windows, so the sends complete soon.
+        if (steps_[step_].after_sends && !sends_complete()) {
+            return false;
+        }
         end_step(step_);
         ++step_;
         if (step_ < steps_.size()) {
             begin_step(step_);
         }
     }
-    for (std::size_t i = 0; i < pending_sends_.size();) {
-        if (pending_sends_[i]->test()) {
-            pending_sends_[i] = pending_sends_.back();
-            pending_sends_.pop_back();
-        } else {
-            ++i;
-        }
-    }
-    if (!pending_sends_.empty()) {
+    if (!sends_complete()) {
         return false;
     }
     active_ = false;

@@ -11,7 +11,8 @@
 // (copied, or reduced with the received data as the lower or upper operand), and the next step's
 // sends are posted from the work buffer as it is then. Sends are staged in their own windows, so
 // the work buffer may change while they are in flight; the run ends when every step has ended and
-// every send has completed.
+// every send has completed. Sends and receives marked in place skip the staging: their windows lie
+// over the work buffer (the plan then says why no step overwrites a range in flight).
 #pragma once
 
 #include <pmr/communicator.hpp>
@@ -44,6 +45,10 @@ struct Send {
     /// order of their device names (rail index order where the provider names none), so that sends
     /// of different lanes leave a process over different devices.
     int lane = any_lane;
+    /// The send window lies over the work buffer itself (no staging copy at post). The plan must
+    /// then guarantee that no later step writes [offset, offset + bytes) before this send has
+    /// been delivered (or mark that step `after_sends`).
+    bool in_place = false;
 };
 
 struct Recv {
@@ -51,6 +56,11 @@ struct Recv {
     std::size_t offset = 0;
     std::size_t bytes = 0;
     Action action = Action::copy;
+    /// The receive window lies over the work buffer itself (action must be copy: the data lands
+    /// in place). The receiver grants it at start(), so the plan must guarantee that the sender
+    /// posts only once this rank no longer reads or writes that range in the run (for example
+    /// because the sender waits for data this rank sends after its last use of the range).
+    bool in_place = false;
 };
 
 struct Step {
@@ -58,6 +68,10 @@ struct Step {
     std::vector<Recv> recvs;
     /// Whether the finish callback runs after the receives of this step have been applied.
     bool finish = false;
+    /// Whether every send posted so far must have completed (been delivered) before the
+    /// receives of this step are applied and its finish callback runs: for plans whose finish
+    /// callback overwrites ranges that in-place sends read.
+    bool after_sends = false;
 };
 
 /// Reduces `count` elements: acc = op(in, acc) if `in_is_lower`, else op(acc, in).
@@ -81,13 +95,17 @@ class Engine {
 public:
     /// Creates one library connection per peer of `steps` and one window per transfer, and runs
     /// once on scratch memory to complete their set-up (collective: every rank of `comm` must
-    /// construct its engine).
+    /// construct its engine). Windows of in-place sends and receives lie over `work` (which must
+    /// then be the work buffer of every run, and outlive the engine); the set-up run moves no
+    /// data through them (it posts 0 bytes), so that it leaves `work` alone.
     /// Connections to peers missing from `connections` are created there, in the order of the
     /// steps; `connections` must outlive the engine.
     Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
-           std::size_t element_size, Reducer reducer, std::string what);
+           std::size_t element_size, Reducer reducer, std::string what, std::byte* work = nullptr);
 
-    void set_work(std::byte* work) noexcept { work_ = work; }
+    /// The work buffer of the next runs. @throws UsageError if the engine has in-place windows
+    /// over another buffer.
+    void set_work(std::byte* work);
     void set_finish(Finish finish) { finish_ = std::move(finish); }
 
     /// Grants all receives and posts the first step. @throws UsageError while active.
@@ -102,6 +120,7 @@ public:
 private:
     void warm_up();
     void begin_step(std::size_t index);
+    bool sends_complete();
     void end_step(std::size_t index);
 
     struct StepWindows {
@@ -121,8 +140,10 @@ private:
     std::vector<const std::byte*> received_;
     Finish finish_;
     std::byte* work_ = nullptr;
+    std::byte* bound_ = nullptr; ///< the buffer in-place windows lie over
     std::size_t step_ = 0;
     bool active_ = false;
+    bool warming_up_ = false;
 };
 
 } // namespace pmr::detail::coll

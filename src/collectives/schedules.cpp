@@ -311,6 +311,56 @@ std::vector<Step> direct_reduce_scatter_allgather(int size, int rank, std::size_
     return steps;
 }
 
+std::vector<Step> direct_allreduce(int size, int rank, std::size_t count, std::size_t element_size,
+                                   bool whole) {
+    std::vector<Step> steps;
+    if (size == 1 || count == 0) {
+        return steps;
+    }
+    if (whole) {
+        const std::size_t bytes = count * element_size;
+        Step step;
+        step.finish = true;
+        step.after_sends = true;
+        for (int peer = 0; peer < size; ++peer) {
+            if (peer != rank) {
+                step.sends.push_back({peer, 0, bytes, any_lane, true});
+                step.recvs.push_back({peer, 0, bytes, Action::keep});
+            }
+        }
+        steps.push_back(std::move(step));
+        return steps;
+    }
+    const auto chunk = [&](int c) {
+        return Range{chunk_begin(count, size, c), chunk_begin(count, size, c + 1)};
+    };
+    const Range own = chunk(rank);
+    Step scatter;
+    scatter.finish = true;
+    Step gather;
+    for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) {
+            continue;
+        }
+        const Range theirs = chunk(peer);
+        if (theirs.end > theirs.begin) {
+            scatter.sends.push_back(
+                {peer, theirs.offset(element_size), theirs.bytes(element_size), any_lane, true});
+            gather.recvs.push_back({peer, theirs.offset(element_size), theirs.bytes(element_size),
+                                    Action::copy, true});
+        }
+        if (own.end > own.begin) {
+            scatter.recvs.push_back(
+                {peer, own.offset(element_size), own.bytes(element_size), Action::keep});
+            gather.sends.push_back(
+                {peer, own.offset(element_size), own.bytes(element_size), any_lane, true});
+        }
+    }
+    steps.push_back(std::move(scatter));
+    steps.push_back(std::move(gather));
+    return steps;
+}
+
 std::vector<Step> recursive_doubling_allgather(int size, int rank, std::size_t count,
                                                std::size_t element_size) {
     std::vector<Step> steps;

@@ -32,6 +32,19 @@ std::vector<Step> ring_allreduce(int size, int rank, std::size_t count, std::siz
 std::vector<Step> direct_reduce_scatter_allgather(int size, int rank, std::size_t count,
                                                   std::size_t element_size);
 
+/// Direct allreduce for ranks that share memory (every rank writes into every other's windows
+/// at about the cost of one copy), in two forms. `whole`: one step in which every rank sends its
+/// whole vector to every other rank (kept for the finish callback, which folds all of them in rank
+/// order, peer by peer in ascending rank as received); that step is `after_sends`, since the fold
+/// overwrites what the in-place sends read. Otherwise two steps: every rank sends chunk c
+/// (chunk_begin(count, size, c)) to rank c (kept: the finish callback folds the chunks of all
+/// ranks in rank order), then sends its folded chunk to every other rank, straight into their work
+/// buffers. All sends are in place, as are the receives of the second step: rank c posts chunk c
+/// only after it has received every rank's chunk c, which those ranks sent after their last use
+/// of it, so nothing writes a chunk that a rank still reads.
+std::vector<Step> direct_allreduce(int size, int rank, std::size_t count, std::size_t element_size,
+                                   bool whole);
+
 /// Recursive-doubling allgather of `count` elements per rank: slot j (elements [j count,
 /// (j+1) count)) of the work buffer holds rank j's contribution; the same fold as the allreduce
 /// for sizes that are not powers of two.

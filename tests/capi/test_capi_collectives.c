@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Allreduce and barrier through the C interface, compiled as C99: a sum of doubles (exact small
  * integers) in a library-owned buffer and in place over a user buffer, a max of int64_t from
- * separate buffers, both algorithms, test() polling; a barrier; and the errors (an unknown
- * datatype, max of complex numbers, NULL handles). */
+ * separate buffers, the algorithms (direct in a user buffer), test() polling; a barrier; and the
+ * errors (an unknown datatype or algorithm, max of complex numbers, trinaryx3 on a communicator
+ * without a 3D grid, NULL handles). */
 #include "check.h"
 
 #include <pmr/pmr.h>
@@ -31,9 +32,12 @@ int main(int argc, char** argv) {
     pmr_allreduce owned = NULL;
     pmr_allreduce in_place = NULL;
     pmr_allreduce maximum = NULL;
+    pmr_allreduce direct = NULL;
     pmr_allreduce bad = NULL;
     pmr_barrier barrier = NULL;
     double user[count];
+    double direct_in[count];
+    double direct_out[count];
     int64_t in64[count];
     int64_t out64[count];
     int rank = 0;
@@ -52,6 +56,8 @@ int main(int argc, char** argv) {
                                   PMR_ORDER_RANK, &in_place));
     CHECK_OK(pmr_allreduce_create(comm, in64, out64, count, PMR_INT64, PMR_MAX,
                                   PMR_ALLREDUCE_AUTOMATIC, PMR_ORDER_ALGORITHM, &maximum));
+    CHECK_OK(pmr_allreduce_create(comm, direct_in, direct_out, count, PMR_DOUBLE, PMR_SUM,
+                                  PMR_ALLREDUCE_DIRECT, PMR_ORDER_ALGORITHM, &direct));
     CHECK_OK(pmr_barrier_create(comm, &barrier));
 
     for (round = 0; round < rounds; ++round) {
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
         for (i = 0; i < count; ++i) {
             data[i] = rank + round + i % 3;
             user[i] = rank + round + i % 3;
+            direct_in[i] = rank + round + i % 3;
             in64[i] = (int64_t)(rank * 1000 + i) - round;
         }
         CHECK_OK(pmr_allreduce_run(owned));
@@ -69,6 +76,8 @@ int main(int argc, char** argv) {
         while (done == 0 && CHECK_OK(pmr_allreduce_test(in_place, &done))) {
         }
         check_sum(user, size, round);
+        CHECK_OK(pmr_allreduce_run(direct));
+        check_sum(direct_out, size, round);
         CHECK(pmr_allreduce_data(in_place) == (void*)user);
         CHECK_OK(pmr_allreduce_run(maximum));
         for (i = 0; i < count; ++i) {
@@ -88,6 +97,13 @@ int main(int argc, char** argv) {
                                      PMR_ORDER_ALGORITHM, &bad),
                 PMR_ERR_ARGUMENT, "datatype 17", NULL);
     CHECK(bad == NULL);
+    CHECK_ERROR(pmr_allreduce_create(comm, NULL, NULL, 4, PMR_DOUBLE, PMR_SUM, 5,
+                                     PMR_ORDER_ALGORITHM, &bad),
+                PMR_ERR_ARGUMENT, "algorithm 5", NULL);
+    CHECK_ERROR(pmr_allreduce_create(comm, NULL, NULL, 4, PMR_DOUBLE, PMR_SUM,
+                                     PMR_ALLREDUCE_TRINARYX3, PMR_ORDER_ALGORITHM, &bad),
+                PMR_ERR_ARGUMENT, "3D Cartesian", NULL);
+    CHECK(bad == NULL);
     CHECK_ERROR(pmr_allreduce_create(comm, NULL, NULL, 4, PMR_COMPLEX_DOUBLE, PMR_MAX,
                                      PMR_ALLREDUCE_AUTOMATIC, PMR_ORDER_ALGORITHM, &bad),
                 PMR_ERR_ARGUMENT, "max is not defined", NULL);
@@ -97,6 +113,7 @@ int main(int argc, char** argv) {
     CHECK_OK(pmr_allreduce_destroy(&owned));
     CHECK_OK(pmr_allreduce_destroy(&in_place));
     CHECK_OK(pmr_allreduce_destroy(&maximum));
+    CHECK_OK(pmr_allreduce_destroy(&direct));
     CHECK_OK(pmr_barrier_destroy(&barrier));
     CHECK(owned == NULL && barrier == NULL);
     CHECK_OK(pmr_communicator_destroy(&comm));
