@@ -25,7 +25,7 @@ struct Settings {
     std::size_t shm_cma_threshold = std::size_t{8} * 1024;
     /// PMR_SHM_CHUNK: rounds into a user buffer of at least twice this many bytes are cut into
     /// chunks (at least this large) that the waiting receiver may copy too; 0: the sender alone.
-    std::size_t shm_chunk = std::size_t{256} * 1024;
+    std::size_t shm_chunk = std::size_t{1024} * 1024;
     /// PMR_STREAM_THRESHOLD: copies into another process's memory of at least this many bytes use
     /// streaming (non-temporal) stores; 0 (the default) never does. See copy.hpp for why.
     std::size_t stream_threshold = 0;
