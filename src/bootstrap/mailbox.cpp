@@ -115,6 +115,9 @@ struct PostOffice {
     std::set<InboxKey> withdrawn;
     std::map<InboxKey, std::function<void()>> on_withdrawal;
     std::set<std::uint64_t> freed; ///< generations of communicators freed while pmr used them
+    /// The error of a malformed message taken in where nothing can be reported (a destructor):
+    /// the next set-up call that looks for a message raises it.
+    std::exception_ptr unreported;
     std::vector<Outgoing> outgoing;
     std::atomic<std::size_t> in_flight{0}; ///< outgoing.size(), readable without the mutex
     std::atomic<std::thread::id> setup_thread{};
@@ -435,8 +438,8 @@ SetupLink::~SetupLink() {
         mpi_active() && office.freed.count(generation_) == 0) {
         try {
             office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
-        } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
-            // A malformed message is reported to the next connection that reads this tag.
+        } catch (const std::exception&) {
+            office.unreported = std::current_exception();
         }
     }
     const PostOffice::LinkKey link{generation_, space_, peer_, send_tag_, recv_tag_};
@@ -519,8 +522,8 @@ void SetupLink::withdraw(Kind own, std::uint32_t index,
         // goes.
         try {
             office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
-        } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
-            // A malformed message is reported to the next set-up call that reads this tag.
+        } catch (const std::exception&) {
+            office.unreported = std::current_exception();
         }
         // The peer's description of the matching window, if it came, is of no use any more.
         office.inbox.erase(key);
@@ -574,6 +577,9 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
         static_cast<std::uint32_t>(kind), index};
     std::lock_guard<std::mutex> lock(office.mutex);
     check_alive();
+    if (office.unreported) {
+        std::rethrow_exception(std::exchange(office.unreported, nullptr));
+    }
     office.collect_sends();
     office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
     auto it = office.inbox.find(key);
