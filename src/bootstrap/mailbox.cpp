@@ -115,6 +115,9 @@ struct PostOffice {
     std::set<InboxKey> withdrawn;
     std::map<InboxKey, std::function<void()>> on_withdrawal;
     std::set<std::uint64_t> freed; ///< generations of communicators freed while pmr used them
+    /// The error of a malformed message taken in where nothing can be reported (a destructor):
+    /// the next set-up call that looks for a message raises it.
+    std::exception_ptr unreported;
     std::vector<Outgoing> outgoing;
     std::atomic<std::size_t> in_flight{0}; ///< outgoing.size(), readable without the mutex
     std::atomic<std::thread::id> setup_thread{};
@@ -225,6 +228,9 @@ struct PostOffice {
         const InboxKey key{link, h.ordinal, window_kind, h.index};
         auto waiting = on_withdrawal.find(key);
         if (waiting != on_withdrawal.end()) {
+            // Both sides withdrew: a description the peer sent before its withdrawal (MPI keeps
+            // their order) is of no use either.
+            inbox.erase(key);
             auto run = std::move(waiting->second);
             on_withdrawal.erase(waiting);
             if (run) {
@@ -432,8 +438,8 @@ SetupLink::~SetupLink() {
         mpi_active() && office.freed.count(generation_) == 0) {
         try {
             office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
-        } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
-            // A malformed message is reported to the next connection that reads this tag.
+        } catch (const std::exception&) {
+            office.unreported = std::current_exception();
         }
     }
     const PostOffice::LinkKey link{generation_, space_, peer_, send_tag_, recv_tag_};
@@ -510,12 +516,25 @@ void SetupLink::withdraw(Kind own, std::uint32_t index,
             !mpi_active() || office.freed.count(generation_) != 0) {
             return;
         }
+        // Take in what the peer sent on this connection: on a connection that lives on while
+        // windows come and go unused, nothing else reads the peer's withdrawals, so what waits
+        // for them (memory, files, the peer's descriptions) would pile up until the connection
+        // goes.
+        try {
+            office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
+        } catch (const std::exception&) {
+            office.unreported = std::current_exception();
+        }
+        // The peer's description of the matching window, if it came, is of no use any more.
+        office.inbox.erase(key);
         try {
             auto done = office.withdrawn.find(key);
             if (done != office.withdrawn.end()) {
                 office.withdrawn.erase(done);
                 run_now = std::move(on_peer_withdrawn);
-            } else if (on_peer_withdrawn) {
+            } else {
+                // Also when there is nothing to run: the peer's withdrawal is then consumed
+                // here instead of being kept as the news of a window this side may still use.
                 office.on_withdrawal[key] = std::move(on_peer_withdrawn);
             }
         } catch (const std::bad_alloc&) { // NOLINT(bugprone-empty-catch): kept until exit then
@@ -558,6 +577,9 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
         static_cast<std::uint32_t>(kind), index};
     std::lock_guard<std::mutex> lock(office.mutex);
     check_alive();
+    if (office.unreported) {
+        std::rethrow_exception(std::exchange(office.unreported, nullptr));
+    }
     office.collect_sends();
     office.collect_incoming(comm_, generation_, peer_, tag_base() + recv_tag_, tag_base());
     auto it = office.inbox.find(key);
