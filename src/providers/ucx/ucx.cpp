@@ -153,6 +153,7 @@ RailInfo Ucx::Connection::rail(std::size_t index) const {
 }
 
 void Ucx::Connection::progress() const noexcept {
+    process_->note_progress();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
         process_->rail(i).worker->progress();
     }
