@@ -62,6 +62,10 @@ void Registry::received(const Piece& piece, std::size_t bytes, bool ok) noexcept
     if (ok) {
         landed_locked(*link, piece, nullptr, bytes);
     }
+    if (link->receiving == 0 && link->close_pending) {
+        link->close_pending = false;
+        link->inbox->block.sender_closed.store(1, std::memory_order_release);
+    }
 }
 
 std::size_t Registry::receiving(std::uint64_t id) noexcept {
@@ -169,7 +173,13 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
             link->closed_rails |= 1U << notice.rail;
             const std::uint32_t all = notice.rails | 1U;
             if ((link->closed_rails & all) == all) {
-                link->inbox->block.sender_closed.store(1, std::memory_order_release);
+                if (link->receiving > 0) {
+                    // A rendezvous sent before the close still delivers its data: closed once
+                    // it has landed (received()).
+                    link->close_pending = true;
+                } else {
+                    link->inbox->block.sender_closed.store(1, std::memory_order_release);
+                }
             }
         }
         break;

@@ -89,6 +89,7 @@ private:
         std::uint64_t landed_round = 0; ///< receiver: the round whose pieces are landing
         std::uint64_t landed_bytes = 0; ///< and how many of its bytes have landed
         std::size_t receiving = 0;      ///< receiver: receives into `buffer` in progress
+        bool close_pending = false;     ///< receiver: the sender closed, `receiving` > 0
         CreditCell cell;
     };
 

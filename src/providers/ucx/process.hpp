@@ -54,9 +54,11 @@ struct UcxSettings {
     enum class Path { automatic, put, message } path = Path::automatic;
     /// PMR_UCX_RNDV_BYTES: pieces of the message path from this size on travel by UCX's
     /// rendezvous, straight into the receive buffer, from a copy the sender makes (so that the
-    /// sender's wait() does not depend on the receiver's progress); smaller ones eagerly. 0: every
-    /// piece eagerly.
-    std::size_t rendezvous_bytes = std::size_t{256} << 10U;
+    /// sender's wait() does not depend on the receiver's progress; a helper thread answers the
+    /// receiver while the application does not call pmr); smaller ones eagerly. 0 (default):
+    /// every piece eagerly. Opt-in: on a loaded 2-core machine it measured slower than eager
+    /// (README, UCX data paths).
+    std::size_t rendezvous_bytes = 0;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
