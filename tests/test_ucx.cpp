@@ -152,6 +152,20 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     env.set("PMR_UCX_PATH", "am");
     CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_PATH='am'") !=
           std::string::npos);
+    env.set("PMR_UCX_PATH", nullptr);
+    env.set("PMR_UCX_RNDV_BYTES", nullptr);
+    CHECK(read_ucx_settings().rendezvous_bytes == 0);
+    env.set("PMR_UCX_RNDV_BYTES", "262144");
+    CHECK(read_ucx_settings().rendezvous_bytes == 262144);
+    for (const char* bad : {"-1", "1M", "", "x"}) {
+        env.set("PMR_UCX_RNDV_BYTES", bad);
+        if (*bad == '\0') {
+            CHECK(read_ucx_settings().rendezvous_bytes == 0); // empty counts as unset
+        } else {
+            CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_RNDV_BYTES") !=
+                  std::string::npos);
+        }
+    }
 }
 
 TEST_CASE("emulated RMA is told from the lanes UCX lists", "[ucx][path]") {

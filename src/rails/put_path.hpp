@@ -768,6 +768,17 @@ public:
                 answered = !credit_request_.pending();
             }
             connection_->progress(); // a sender_connected notice may be on its way
+            // The transport may be receiving into the buffer (a rendezvous of the message path,
+            // whose data the sender still has to deliver): the buffer must outlive it.
+            Backoff backoff;
+            while (process_->registry().receiving(id_) != 0) {
+                connection_->progress();
+                if (backoff.pause() && (backoff.elapsed_seconds() > teardown_grace_seconds() ||
+                                        !connection_->peer_alive())) {
+                    answered = process_->registry().receiving(id_) == 0;
+                    break;
+                }
+            }
         }
         process_->registry().remove(id_);
         // A sender that has not unpacked the keys yet may still do so, and some transports crash

@@ -39,30 +39,61 @@ std::byte* Registry::destination(const Piece& piece, std::size_t bytes) noexcept
         bytes > link->capacity - piece.offset) {
         return nullptr;
     }
+    ++link->receiving;
     return link->buffer + piece.offset;
 }
 
 void Registry::landed(const Piece& piece, const void* data, std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (Link* link = receiver_locked(piece.notice.target)) {
+        landed_locked(*link, piece, data, bytes);
+    }
+}
+
+void Registry::received(const Piece& piece, std::size_t bytes, bool ok) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
     Link* link = receiver_locked(piece.notice.target);
+    if (link == nullptr) {
+        return;
+    }
+    if (link->receiving > 0) {
+        --link->receiving;
+    }
+    if (ok) {
+        landed_locked(*link, piece, nullptr, bytes);
+    }
+    if (link->receiving == 0 && link->close_pending) {
+        link->close_pending = false;
+        link->inbox->block.sender_closed.store(1, std::memory_order_release);
+    }
+}
+
+std::size_t Registry::receiving(std::uint64_t id) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Link* link = receiver_locked(id);
+    return link != nullptr ? link->receiving : 0;
+}
+
+void Registry::landed_locked(Link& link, const Piece& piece, const void* data,
+                             std::size_t bytes) noexcept {
     const Notice& notice = piece.notice;
-    if (link == nullptr || notice.bytes > link->capacity || piece.offset > notice.bytes ||
+    if (notice.bytes > link.capacity || piece.offset > notice.bytes ||
         bytes > notice.bytes - piece.offset) {
-        return; // the window is gone, or the piece is malformed: the round never completes
+        return; // the piece is malformed: the round never completes
     }
     if (data != nullptr && bytes > 0) {
-        std::memcpy(link->buffer + piece.offset, data, bytes);
+        std::memcpy(link.buffer + piece.offset, data, bytes);
     }
-    if (link->landed_round != notice.round) {
-        link->landed_round = notice.round;
-        link->landed_bytes = 0;
+    if (link.landed_round != notice.round) {
+        link.landed_round = notice.round;
+        link.landed_bytes = 0;
     }
-    link->landed_bytes += bytes;
+    link.landed_bytes += bytes;
     // Rounds do not overlap (the next needs a credit the receiver grants after this one), so
     // counting bytes suffices; the pieces of a round carry disjoint ranges.
-    if (link->landed_bytes == notice.bytes) {
-        copy_channel::slot_of(link->inbox->block, notice.round).reserved = 0;
-        copy_channel::publish(link->inbox->block, notice.round, notice.bytes,
+    if (link.landed_bytes == notice.bytes) {
+        copy_channel::slot_of(link.inbox->block, notice.round).reserved = 0;
+        copy_channel::publish(link.inbox->block, notice.round, notice.bytes,
                               copy_channel::Delivery::direct);
     }
 }
@@ -142,7 +173,13 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
             link->closed_rails |= 1U << notice.rail;
             const std::uint32_t all = notice.rails | 1U;
             if ((link->closed_rails & all) == all) {
-                link->inbox->block.sender_closed.store(1, std::memory_order_release);
+                if (link->receiving > 0) {
+                    // A rendezvous sent before the close still delivers its data: closed once
+                    // it has landed (received()).
+                    link->close_pending = true;
+                } else {
+                    link->inbox->block.sender_closed.store(1, std::memory_order_release);
+                }
             }
         }
         break;

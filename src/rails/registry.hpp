@@ -53,11 +53,18 @@ public:
     void peer_withdrew(std::uint64_t id) noexcept;
 
     /// Message path: where the `bytes` of `piece` go in its receive window's buffer, or null if
-    /// the window is gone or the piece does not fit (then the transport drops the data).
+    /// the window is gone or the piece does not fit (then the transport drops the data). A
+    /// non-null answer counts as a receive in progress until received() of the same piece.
     std::byte* destination(const Piece& piece, std::size_t bytes) noexcept;
     /// Message path: `bytes` of `piece` have landed in the buffer (copied there from `data` here
     /// unless it is null); publishes the round once all of its bytes are there.
     void landed(const Piece& piece, const void* data, std::size_t bytes) noexcept;
+    /// Message path: the transport's receive into destination() ended, with its `bytes` in the
+    /// buffer if `ok` (then as landed() without data).
+    void received(const Piece& piece, std::size_t bytes, bool ok) noexcept;
+    /// Message path: receives into the buffer of window `id` still in progress (the window must
+    /// not free its buffer while there are any).
+    std::size_t receiving(std::uint64_t id) noexcept;
 
     // Credit cells -------------------------------------------------------------------------------
     /// A free cell, zeroed, or nothing (then the provider adds a chunk).
@@ -81,11 +88,15 @@ private:
         std::size_t capacity = 0;
         std::uint64_t landed_round = 0; ///< receiver: the round whose pieces are landing
         std::uint64_t landed_bytes = 0; ///< and how many of its bytes have landed
+        std::size_t receiving = 0;      ///< receiver: receives into `buffer` in progress
+        bool close_pending = false;     ///< receiver: the sender closed, `receiving` > 0
         CreditCell cell;
     };
 
     void release_cell_locked(const CreditCell& cell) noexcept;
     Link* receiver_locked(std::uint64_t id) noexcept;
+    void landed_locked(Link& link, const Piece& piece, const void* data,
+                       std::size_t bytes) noexcept;
 
     std::atomic<std::uint64_t> next_id_{0};
     std::mutex mutex_; // links_, free_cells_

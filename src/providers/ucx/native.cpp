@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -120,6 +121,7 @@ Worker::Worker(std::shared_ptr<Context> context, const std::string& where)
     ucp_worker_attr_t attr{};
     attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
     if (ucp_worker_query(handle_, &attr) == UCS_OK && attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+        thread_safe_ = false;
         debug_log("ucx: this UCX build has no multi-threaded workers; use pmr connections from "
                   "one thread at a time");
     }
@@ -137,7 +139,7 @@ Worker::Worker(std::shared_ptr<Context> context, const std::string& where)
 
 Worker::Worker(Worker&& other) noexcept
     : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)),
-      address_(std::move(other.address_)) {}
+      address_(std::move(other.address_)), thread_safe_(other.thread_safe_) {}
 
 Worker& Worker::operator=(Worker&& other) noexcept {
     if (this != &other) {
@@ -145,6 +147,7 @@ Worker& Worker::operator=(Worker&& other) noexcept {
         handle_ = std::exchange(other.handle_, nullptr);
         context_ = std::move(other.context_);
         address_ = std::move(other.address_);
+        thread_safe_ = other.thread_safe_;
     }
     return *this;
 }
@@ -473,7 +476,9 @@ Request::Request(ucs_status_ptr_t result, const char* call, const std::string& w
     handle_ = UCS_PTR_IS_PTR(result) ? result : nullptr;
 }
 
-Request::Request(Request&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+Request::Request(Request&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), staged_(std::move(other.staged_)),
+      deadline_ns_(other.deadline_ns_) {}
 
 Request& Request::operator=(Request&& other) noexcept {
     if (this != &other) {
@@ -481,8 +486,16 @@ Request& Request::operator=(Request&& other) noexcept {
             ucp_request_free(handle_);
         }
         handle_ = std::exchange(other.handle_, nullptr);
+        staged_ = std::move(other.staged_);
+        deadline_ns_ = other.deadline_ns_;
     }
     return *this;
+}
+
+std::int64_t steady_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 Request::~Request() {
@@ -492,6 +505,12 @@ Request::~Request() {
 }
 
 bool Request::done(const char* call, const std::string& where) {
+    if (staged_ != nullptr) {
+        if (!staged_->load(std::memory_order_acquire) && steady_ns() < deadline_ns_) {
+            return false;
+        }
+        staged_.reset();
+    }
     if (handle_ == nullptr) {
         return true;
     }

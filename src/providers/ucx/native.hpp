@@ -78,6 +78,8 @@ public:
     /// Packed worker address, for the peer's ucp_ep_create.
     const Blob& address() const noexcept { return address_; }
     unsigned progress() const noexcept { return ucp_worker_progress(handle_); }
+    /// Whether UCX made the worker thread-safe (UCS_THREAD_MODE_MULTI, builds with threads).
+    bool thread_safe() const noexcept { return thread_safe_; }
     /// Orders the operations issued before it on this worker before those issued after it.
     void fence(const std::string& where) const;
 
@@ -87,6 +89,7 @@ private:
     std::shared_ptr<Context> context_;
     ucp_worker_h handle_ = nullptr;
     Blob address_;
+    bool thread_safe_ = true;
 };
 
 /// One UCP endpoint to a peer worker.
@@ -227,6 +230,12 @@ public:
     Request() noexcept = default;
     /// Takes the result of a ucp_*_nbx call; throws through raise_status() if it is an error.
     Request(ucs_status_ptr_t result, const char* call, const std::string& where);
+
+    /// A send that UCX makes from a copy the process keeps (UcxProcess::send_piece): done once
+    /// `complete` is true or, whatever UCX's progress, at `deadline_ns` (steady clock), because the
+    /// copy no longer needs the caller.
+    Request(std::shared_ptr<const std::atomic<bool>> complete, std::int64_t deadline_ns) noexcept
+        : staged_(std::move(complete)), deadline_ns_(deadline_ns) {}
     Request(const Request&) = delete;
     Request& operator=(const Request&) = delete;
     Request(Request&& other) noexcept;
@@ -235,11 +244,16 @@ public:
 
     /// True once complete; throws through raise_status() if it failed.
     bool done(const char* call, const std::string& where);
-    bool pending() const noexcept { return handle_ != nullptr; }
+    bool pending() const noexcept { return handle_ != nullptr || staged_ != nullptr; }
 
 private:
     void* handle_ = nullptr;
+    std::shared_ptr<const std::atomic<bool>> staged_;
+    std::int64_t deadline_ns_ = 0;
 };
+
+/// Nanoseconds of the steady clock.
+std::int64_t steady_ns() noexcept;
 
 /// ucp_put_nbx of `bytes` from `source` to `address` of the key's memory, through the key's
 /// endpoint. `source` must stay valid until the returned request is done.

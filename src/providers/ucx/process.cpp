@@ -7,10 +7,13 @@
 #include "rails/settings.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <net/if.h>
 #include <new>
+#include <system_error>
 #include <utility>
 
 namespace pmr::detail::ucx {
@@ -19,6 +22,7 @@ namespace {
 constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pmr's own workers
 constexpr unsigned piece_id = 0x706e;  // active-message id of the pieces of the message path
 constexpr std::size_t cells_per_chunk = 256;
+constexpr std::size_t max_spare_copies = 4; // copies of staged pieces kept for reuse
 
 const char* variable(const char* name) {
     const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
@@ -87,6 +91,17 @@ UcxSettings read_ucx_settings() {
                         "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
         }
     }
+    if (const char* bytes = variable("PMR_UCX_RNDV_BYTES")) {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long value = std::strtoull(bytes, &end, 10);
+        if (errno != 0 || end == bytes || *end != '\0' || bytes[0] == '-') {
+            bad_setting(std::string("PMR_UCX_RNDV_BYTES='") + bytes + "'",
+                        "is not a number of bytes",
+                        "Give a size in bytes (0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=262144.");
+        }
+        s.rendezvous_bytes = static_cast<std::size_t>(value);
+    }
     return s;
 }
 
@@ -113,7 +128,12 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
                                (rail.device.empty() ? "" : " (" + rail.device + ")");
         rail.context = std::make_shared<Context>(rail.device, at);
         rail.worker = std::make_shared<Worker>(rail.context, at);
+        workers_thread_safe_ = workers_thread_safe_ && rail.worker->thread_safe();
         rails_.push_back(std::move(rail));
+    }
+    if (!workers_thread_safe_ && settings_.rendezvous_bytes != 0) {
+        settings_.rendezvous_bytes = 0;
+        debug_log("ucx: workers are not thread-safe: the message path sends eagerly at every size");
     }
     endpoints_.resize(rails_.size());
     ucp_am_handler_param_t handler{};
@@ -146,6 +166,7 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
 }
 
 UcxProcess::~UcxProcess() {
+    stop_helper();
     // At exit the peers are usually closing too, and each close makes progress for the other. All
     // at once: a close may wait for the peer to progress its rail, and peers close in any order.
     constexpr double exit_grace_seconds = 3.0;
@@ -177,6 +198,18 @@ UcxProcess::~UcxProcess() {
             ucp_request_free(notice.request);
         }
         notices_.clear();
+    }
+    {
+        std::lock_guard<std::mutex> lock(staged_mutex_);
+        for (StagedPiece& piece : staged_) {
+            if (ucp_request_check_status(piece.request) == UCS_INPROGRESS) {
+                // UCX may still read the copy and call back until the worker goes: they stay.
+                (void)piece.data.release(); // NOLINT(bugprone-unused-return-value): deliberate leak
+                new std::shared_ptr<std::atomic<bool>>(piece.complete); // NOLINT: deliberate leak
+            }
+            ucp_request_free(piece.request);
+        }
+        staged_.clear();
     }
     if (!clean) {
         // Destroying a worker with a half-closed endpoint trips UCX's assertions: the process is
@@ -291,16 +324,148 @@ Request UcxProcess::signal(const Endpoint& endpoint, const Notice& notice, const
 
 Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& piece,
                                const void* data, std::size_t bytes, const std::string& where) {
-    // Eager at every size: a send window's wait() must not depend on the receiver's progress
-    // (after its own send completed, the peer may sit in MPI or in the application), and a
-    // rendezvous completes only once the receiver has fetched the data. An eager send completes
-    // once UCX has the data on its way, as a put over TCP does; the receiver copies it out of
-    // UCX's buffer. The rendezvous branch of on_piece() remains for peers that ask for it.
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_AM_SEND_FLAG_EAGER;
-    return {ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
+    if (settings_.rendezvous_bytes == 0 || bytes < settings_.rendezvous_bytes) {
+        // Eager: UCX completes the send once the data is on its way; the receiver copies it out
+        // of UCX's buffer (reassembled first if UCX fragmented it).
+        params.flags = UCP_AM_SEND_FLAG_EAGER;
+        return {
+            ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
             "ucp_am_send_nbx (message path)", where};
+    }
+    // Rendezvous: the receiver's UCX moves the data straight into the receive buffer (over TCP
+    // one read from the socket, where eager takes a reassembly and a copy). It completes only
+    // once the receiver has taken the data, but a send window's wait() must not depend on the
+    // receiver's progress (after its own send completed, the peer may sit in MPI or in the
+    // application), so UCX sends from a copy that this process keeps until UCX is done with it,
+    // and the window's round is done once the copy is made and the send started.
+    reap_staged();
+    std::list<StagedPiece> node(1);
+    StagedPiece& staged = node.front();
+    {
+        std::lock_guard<std::mutex> lock(staged_mutex_);
+        for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+            if (it->capacity >= bytes) {
+                staged = std::move(*it);
+                *it = std::move(spare_.back());
+                spare_.pop_back();
+                break;
+            }
+        }
+    }
+    if (staged.capacity < bytes) {
+        staged.data.reset(new std::byte[bytes]); // NOLINT(cppcoreguidelines-owning-memory)
+        staged.capacity = bytes;
+    }
+    std::memcpy(staged.data.get(), data, bytes);
+    staged.header = piece;
+    staged.complete = std::make_shared<std::atomic<bool>>(false);
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.send = &UcxProcess::on_staged_sent;
+    params.user_data = staged.complete.get();
+    params.flags = UCP_AM_SEND_FLAG_RNDV;
+    // Without the lock: over UCX's self transport the peer's handler runs inside this call.
+    const ucs_status_ptr_t result =
+        ucp_am_send_nbx(endpoint.get(), piece_id, &staged.header, sizeof staged.header,
+                        staged.data.get(), bytes, &params);
+    if (UCS_PTR_IS_ERR(result)) {
+        raise_status(UCS_PTR_STATUS(result), "ucp_am_send_nbx (message path, rendezvous)", where);
+    }
+    // The window's round waits for the receiver to take the data while that is quick (the
+    // receiver progresses: no copy has to outlive the round), but no longer than a transfer
+    // at a modest 500 MB/s would take.
+    Request done(staged.complete, now_ns() + 100'000 + static_cast<std::int64_t>(bytes) * 2);
+    std::lock_guard<std::mutex> lock(staged_mutex_);
+    if (UCS_PTR_IS_PTR(result)) {
+        staged.request = result;
+        staged_.splice(staged_.end(), node);
+        // Over TCP the data moves only when this side's UCX answers the receiver's request for
+        // it, but the application may not call pmr again for a long time (its send is done):
+        // then the helper thread progresses the workers until the piece is delivered.
+        if (!helper_.joinable() && !helper_stopping_) {
+            try {
+                helper_ = std::thread([this] { help_staged(); });
+            } catch (const std::system_error& e) {
+                // Then the piece moves whenever the application progresses pmr.
+                debug_log(std::string("ucx: no helper thread for rendezvous sends: ") + e.what());
+            }
+        }
+        staged_cv_.notify_one();
+    } else {
+        staged.complete->store(true, std::memory_order_release);
+        if (spare_.size() < max_spare_copies) {
+            spare_.push_back(std::move(staged));
+        }
+    }
+    return done;
+}
+
+void UcxProcess::on_staged_sent(void* /*request*/, ucs_status_t /*status*/,
+                                void* user_data) noexcept {
+    static_cast<std::atomic<bool>*>(user_data)->store(true, std::memory_order_release);
+}
+
+void UcxProcess::help_staged() noexcept {
+    // Idle (on the condition variable) while nothing is staged; otherwise a look every
+    // `interval`, progressing only if no application thread has done so for that long, so that it
+    // does not compete with an application that waits in pmr.
+    constexpr std::int64_t interval_ns = 200'000;
+    std::unique_lock<std::mutex> lock(staged_mutex_);
+    while (!helper_stopping_) {
+        if (staged_.empty()) {
+            staged_cv_.wait(lock);
+            continue;
+        }
+        staged_cv_.wait_for(lock, std::chrono::nanoseconds(interval_ns));
+        if (helper_stopping_) {
+            break;
+        }
+        lock.unlock();
+        if (now_ns() - last_progress_ns_.load(std::memory_order_relaxed) >= interval_ns) {
+            for (const Rail& rail : rails_) {
+                rail.worker->progress();
+            }
+        }
+        reap_staged();
+        lock.lock();
+    }
+}
+
+void UcxProcess::stop_helper() noexcept {
+    {
+        std::lock_guard<std::mutex> lock(staged_mutex_);
+        helper_stopping_ = true;
+    }
+    staged_cv_.notify_all();
+    if (helper_.joinable()) {
+        helper_.join();
+    }
+}
+
+void UcxProcess::reap_staged() noexcept {
+    std::list<StagedPiece> done;
+    {
+        std::lock_guard<std::mutex> lock(staged_mutex_);
+        for (auto it = staged_.begin(); it != staged_.end();) {
+            auto next = std::next(it);
+            if (it->complete->load(std::memory_order_acquire) &&
+                ucp_request_check_status(it->request) != UCS_INPROGRESS) {
+                // A failed send needs no report here: the receiver's wait ends in PeerLost or
+                // Timeout.
+                ucp_request_free(std::exchange(it->request, nullptr));
+                if (spare_.size() < max_spare_copies) {
+                    try {
+                        spare_.push_back(std::move(*it));
+                    } catch (const std::bad_alloc&) { // NOLINT(bugprone-empty-catch): then freed
+                    }
+                }
+                done.splice(done.end(), staged_, it);
+            }
+            it = next;
+        }
+    }
+    // `done` frees the copies not kept, outside the lock.
 }
 
 ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t header_length,
@@ -318,9 +483,9 @@ ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t hea
         return UCS_OK;
     }
     // Rendezvous: UCX moves the data straight into the receive buffer.
-    std::byte* into = registry.destination(piece, length);
     auto* landing = new (std::nothrow) Landing{receiver->process, piece};
-    if (into == nullptr || landing == nullptr) {
+    std::byte* into = landing != nullptr ? registry.destination(piece, length) : nullptr;
+    if (into == nullptr) {
         delete landing;
         return UCS_OK; // the window is gone (or no memory): dropped, the sender completes
     }
@@ -334,9 +499,10 @@ ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t hea
         // The round never completes here; the receiver's wait ends in PeerLost or Timeout.
         debug_log(std::string("ucx: receiving a piece failed: ") +
                   ucs_status_string(UCS_PTR_STATUS(result)));
+        registry.received(piece, length, false);
         delete landing;
     } else if (result == nullptr) {
-        registry.landed(piece, nullptr, length);
+        registry.received(piece, length, true);
         delete landing;
     }
     return UCS_OK;
@@ -345,9 +511,7 @@ ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t hea
 void UcxProcess::on_piece_landed(void* request, ucs_status_t status, std::size_t length,
                                  void* user_data) {
     auto* landing = static_cast<Landing*>(user_data);
-    if (status == UCS_OK) {
-        landing->process->registry_.landed(landing->piece, nullptr, length);
-    }
+    landing->process->registry_.received(landing->piece, length, status == UCS_OK);
     delete landing;
     ucp_request_free(request);
 }

@@ -13,6 +13,7 @@
 #include "rails/registry.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pmr::detail::ucx {
@@ -50,6 +52,13 @@ struct UcxSettings {
     /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
     /// memory).
     enum class Path { automatic, put, message } path = Path::automatic;
+    /// PMR_UCX_RNDV_BYTES: pieces of the message path from this size on travel by UCX's
+    /// rendezvous, straight into the receive buffer, from a copy the sender makes (so that the
+    /// sender's wait() does not depend on the receiver's progress; a helper thread answers the
+    /// receiver while the application does not call pmr); smaller ones eagerly. 0 (default):
+    /// every piece eagerly. Opt-in: on a loaded 2-core machine it measured slower than eager
+    /// (README, UCX data paths).
+    std::size_t rendezvous_bytes = 0;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
@@ -108,10 +117,12 @@ public:
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
                           std::size_t bytes, const std::string& where);
-    /// Sends a piece of a round on the message path with its `bytes` of `data`, eagerly. `piece`
-    /// and `data` stay valid until the returned request is done.
-    static Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
-                              std::size_t bytes, const std::string& where);
+    /// Sends a piece of a round on the message path with its `bytes` of `data`. Below
+    /// UcxSettings::rendezvous_bytes eagerly: `piece` and `data` stay valid until the returned
+    /// request is done. From there on by rendezvous from a copy this process keeps until UCX is
+    /// done with it: the returned request is done at once.
+    Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
+                       std::size_t bytes, const std::string& where);
 
     // Library-owned memory
     // --------------------------------------------------------------------------
@@ -166,6 +177,44 @@ private:
 
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
     std::list<NoticeInFlight> notices_;
+
+    /// A piece sent by rendezvous from a copy: the copy and the header stay until UCX is done.
+    struct StagedPiece {
+        void* request = nullptr;
+        std::shared_ptr<std::atomic<bool>> complete; ///< set by UCX's completion callback
+        rails::Piece header;
+        std::unique_ptr<std::byte[]> data;
+        std::size_t capacity = 0;
+    };
+    /// Frees the copies of finished staged pieces (keeping a few for reuse). Takes staged_mutex_.
+    void reap_staged() noexcept;
+    /// The helper thread: while staged pieces are in flight and no thread of the application
+    /// has progressed the workers for a while, it progresses them (see send_piece()).
+    void help_staged() noexcept;
+    /// Stops the helper thread.
+    void stop_helper() noexcept;
+    std::mutex staged_mutex_; // staged_, spare_, helper_*; never held while UCX runs
+    std::condition_variable staged_cv_;
+    std::list<StagedPiece> staged_;
+    std::vector<StagedPiece> spare_; ///< finished, kept for reuse (their request is null)
+    std::thread helper_;
+    bool helper_stopping_ = false;
+    /// Whether every worker is thread-safe (a second thread may progress it): else no rendezvous.
+    bool workers_thread_safe_ = true;
+
+public:
+    /// Called by every progress of a connection: the helper thread stays idle while the
+    /// application progresses the workers itself.
+    void note_progress() noexcept {
+        if (settings_.rendezvous_bytes != 0) {
+            last_progress_ns_.store(now_ns(), std::memory_order_relaxed);
+        }
+    }
+
+private:
+    static void on_staged_sent(void* request, ucs_status_t status, void* user_data) noexcept;
+    static std::int64_t now_ns() noexcept { return steady_ns(); }
+    std::atomic<std::int64_t> last_progress_ns_{0};
 };
 
 } // namespace pmr::detail::ucx

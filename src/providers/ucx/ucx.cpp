@@ -153,6 +153,7 @@ RailInfo Ucx::Connection::rail(std::size_t index) const {
 }
 
 void Ucx::Connection::progress() const noexcept {
+    process_->note_progress();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
         process_->rail(i).worker->progress();
     }
@@ -245,11 +246,14 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
     if (!s.load_store() && connection.messages()) {
         s.rails.use_messages();
+        const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
-                  " B inside a notice; larger eagerly, copied into the receive buffer), "
-                  "credits as messages [" +
-                  s.at() + "]");
+                  " B inside a notice; larger eagerly, copied into the receive buffer" +
+                  (rendezvous != 0 ? "; from " + std::to_string(rendezvous) +
+                                         " B by rendezvous from a copy into the receive buffer"
+                                   : std::string()) +
+                  "), credits as messages [" + s.at() + "]");
         return;
     }
     if (!s.load_store()) {
