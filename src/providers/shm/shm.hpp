@@ -9,7 +9,9 @@
 //   - memcpy straight into the receive buffer when it is pmr memory (library-owned windows and
 //     buffers from pmr::allocate),
 //   - process_vm_writev (cross-memory attach) into a user buffer from PMR_SHM_CMA_THRESHOLD bytes
-//     on, and through the staging area below that or where the kernel refuses CMA.
+//     on, and through the staging area below that or where the kernel refuses CMA. Rounds of at
+//     least twice PMR_SHM_CHUNK are shared copies: the waiting receiver pulls chunks too
+//     (process_vm_readv; "Shared copies" in base/copy_channel.hpp).
 // Memory files have no name, so a crash leaves nothing behind in /dev/shm.
 #pragma once
 
