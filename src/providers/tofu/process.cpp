@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <sys/prctl.h>
 #include <utility>
 
 namespace pmr::detail::tofu {
@@ -155,13 +158,67 @@ TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
     landing_ =
         node_->register_memory(landing_memory_.data(), landing_bytes, {landing_memory_.fd(), 0});
     completed_.assign(node_->tnis(), 0);
+    if (settings.model.enabled) {
+        engine_thread_ = std::thread([this] { engine(); });
+    }
     debug_log("tofu: emulated node " + std::to_string(node_->id()) + " with " +
               std::to_string(node_->tnis()) + " TNIs, timing model " + settings.model.name);
 }
 
 TofuProcess::~TofuProcess() {
+    if (engine_thread_.joinable()) {
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            engine_stop_ = true;
+        }
+        engine_wake_.notify_one();
+        engine_thread_.join();
+    }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     drain_locked();
+}
+
+void TofuProcess::engine() noexcept {
+    // The hardware's stand-in, and only its safety net: callers that poll land commands at their
+    // modelled times, and while they poll the engine only looks every `active` (its wake-ups
+    // would take the core of a rank that spins). Once no caller has polled for that long, it
+    // wakes at the modelled times itself. Nothing pending for `idle`: it sleeps until a put
+    // wakes it (which only then costs the put a system call).
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
+    constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t active = 1000000;
+    constexpr std::int64_t idle = 50000000;
+    constexpr std::int64_t retry = 200000; // a full notice queue at the target
+    std::int64_t idle_since = now_ns();
+    std::unique_lock<std::mutex> lock(engine_mutex_);
+    while (!engine_stop_) {
+        std::int64_t next = never;
+        for (std::size_t t = 0; t < node_->tnis(); ++t) {
+            CommandQueue& queue = node_->queue(t);
+            queue.progress();
+            next = std::min(next, queue.next_due());
+        }
+        const std::int64_t now = now_ns();
+        if (next == never) {
+            if (now - idle_since >= idle) {
+                engine_asleep_ = true;
+                engine_wake_.wait(lock, [this] { return engine_stop_ || !engine_asleep_; });
+                idle_since = now_ns();
+                continue;
+            }
+            next = now + active;
+        } else {
+            idle_since = now;
+            if (next <= now) {
+                next = now + retry;
+            }
+            if (now - last_poll_ < active) {
+                next = std::max(next, last_poll_ + active);
+            }
+        }
+        engine_wake_.wait_until(
+            lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+    }
 }
 
 const tofu_topology::Placement& TofuProcess::placement() const {
@@ -270,6 +327,9 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
                                            from + offset, piece, flags, cookie);
             if (status == Status::busy) {
                 progress_locked();
+            } else if (engine_asleep_) {
+                engine_asleep_ = false;
+                engine_wake_.notify_one();
             }
         }
         if (status == Status::ok) {
@@ -337,6 +397,7 @@ void TofuProcess::progress() noexcept {
 }
 
 void TofuProcess::progress_locked() noexcept {
+    last_poll_ = now_ns();
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
         Completion c;

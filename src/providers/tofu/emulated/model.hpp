@@ -5,7 +5,8 @@
 //
 // Per put of b bytes issued at time t on TNI i, towards a node `hops` links away:
 //   start  = max(t, TNI i free)                       each TNI is a serial resource
-//   inject = max(start, node injection free) + b / injection bandwidth   (host-interface cap)
+//   inject = when b / injection bandwidth of the node's free injection time from `start` on
+//            have passed (host-interface cap; booked earliest first, shared by all TNIs)
 //   done   = max(start + b / link bandwidth, inject)  TNI i is free again, the source is read
 //   land   = done + put latency + (hops - 1) * hop latency
 // Every modelled duration is multiplied by the time scale. With the model off every put is done
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pmr::detail::tofu {
@@ -64,11 +66,15 @@ public:
     double streaming_bandwidth(std::size_t tnis) const noexcept;
 
 private:
+    using Interval = std::pair<std::int64_t, std::int64_t>;
     std::int64_t scaled_ns(double seconds) const noexcept;
+    /// Books `need` ns of the node's injection from `start` on, in its earliest free time;
+    /// returns when the last of it ends.
+    std::int64_t inject(std::int64_t start, std::int64_t need, std::int64_t now);
 
     ModelParameters parameters_;
     std::vector<std::int64_t> tni_free_;
-    std::int64_t injection_free_ = 0;
+    std::vector<Interval> injection_booked_; ///< sorted, disjoint: the host interface is busy
 };
 
 /// The steady clock in nanoseconds.

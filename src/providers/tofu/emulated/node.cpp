@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -287,7 +288,7 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
                                  std::to_string(target.key().bytes) + " B)",
                              where());
     }
-    if (commands_.size() >= depth_) {
+    if (commands_.size() - reported_ >= depth_) {
         return Status::busy;
     }
     Command c;
@@ -332,7 +333,7 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
                                  std::to_string(stadd) + " outside the region",
                              where());
     }
-    if (commands_.size() >= depth_) {
+    if (commands_.size() - reported_ >= depth_) {
         return Status::busy;
     }
     Command c;
@@ -378,7 +379,9 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
                                     4096 * 4096);
     }
     if (due > c.moved && c.error == 0) {
-        const std::byte* source = c.flags.inline_source ? c.inline_data.data() : c.source;
+        const std::byte* from = c.flags.inline_source ? c.inline_data.data() + c.moved
+                                : c.staging.empty()   ? c.source + c.moved
+                                                    : c.staging.data() + (c.moved - c.staged_from);
         const std::size_t n = due - c.moved;
         const std::uint64_t remote = c.region.address + c.offset + c.moved;
         if (c.mapped != nullptr) {
@@ -386,11 +389,11 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
             if (c.is_get) {
                 std::memcpy(c.destination + c.moved, mapped, n);
             } else {
-                std::memcpy(mapped, source + c.moved, n);
+                std::memcpy(mapped, from, n);
             }
         } else {
             iovec local{c.is_get ? static_cast<void*>(c.destination + c.moved)
-                                 : const_cast<std::byte*>(source + c.moved), // NOLINT
+                                 : const_cast<std::byte*>(from), // NOLINT
                         n};
             iovec far{reinterpret_cast<void*>(remote), n}; // NOLINT(performance-no-int-to-ptr)
             const ssize_t done = c.is_get ? process_vm_readv(c.region.pid, &local, 1, &far, 1, 0)
@@ -431,9 +434,54 @@ void CommandQueue::run(bool ignore_model) noexcept {
     for (Command& c : commands_) {
         // In order: a command lands only after the ones issued before it on this TNI.
         if (!execute(c, now, ignore_model)) {
-            return;
+            break;
         }
     }
+    retire();
+}
+
+void CommandQueue::retire() noexcept {
+    while (reported_ > 0 && commands_.front().finished) {
+        commands_.pop_front();
+        --reported_;
+    }
+}
+
+bool CommandQueue::stage(Command& c) noexcept {
+    if (c.is_get || c.flags.inline_source || c.moved >= c.bytes || c.error != 0 ||
+        !c.staging.empty()) {
+        return true;
+    }
+    try {
+        c.staging.assign(c.source + c.moved, c.source + c.bytes);
+    } catch (...) { // out of memory: complete when it has landed
+        return false;
+    }
+    c.staged_from = c.moved;
+    return true;
+}
+
+std::int64_t CommandQueue::next_due() const noexcept {
+    for (const Command& c : commands_) {
+        if (c.finished) {
+            continue;
+        }
+        if (!node_.model().enabled()) {
+            return 0; // held up by a full notice queue: retry
+        }
+        const std::int64_t transfer = c.times.done - c.times.start;
+        if (c.moved < c.bytes && transfer > 0) {
+            // The next eighth of the data (execute() moves what is due when it runs).
+            const std::size_t step = std::max<std::size_t>(c.bytes / 8, 4096);
+            const double next =
+                std::min(1.0, static_cast<double>(c.moved + step) / static_cast<double>(c.bytes));
+            return std::min(c.times.land,
+                            c.times.land - transfer +
+                                static_cast<std::int64_t>(next * static_cast<double>(transfer)));
+        }
+        return c.times.land;
+    }
+    return std::numeric_limits<std::int64_t>::max();
 }
 
 void CommandQueue::progress() {
@@ -454,12 +502,21 @@ void CommandQueue::drain() {
 
 bool CommandQueue::poll(Completion& completion) {
     run(false);
-    if (commands_.empty() || !commands_.front().finished) {
+    if (reported_ >= commands_.size()) {
         return false;
     }
-    completion.cookie = commands_.front().cookie;
-    completion.error = commands_.front().error;
-    commands_.pop_front();
+    Command& c = commands_[reported_];
+    if (!c.finished) {
+        // A put completes locally once the TNI has read its source (the model's `done`); a get
+        // when its data is here.
+        if (c.is_get || !node_.model().enabled() || now_ns() < c.times.done || !stage(c)) {
+            return false;
+        }
+    }
+    completion.cookie = c.cookie;
+    completion.error = c.error;
+    ++reported_;
+    retire();
     return true;
 }
 
