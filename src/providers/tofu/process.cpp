@@ -21,6 +21,7 @@ namespace {
 constexpr std::uint32_t hello_version = 2;
 constexpr std::size_t cells_per_chunk = 64;
 constexpr std::size_t landing_bytes = 256;
+constexpr std::int64_t never_due = std::numeric_limits<std::int64_t>::max();
 
 std::string check_device(const std::string& name) {
     if (name.size() < 4 || name.compare(0, 3, "tni") != 0 ||
@@ -312,6 +313,25 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
     }
     const Stadd stadd = region.stadd + (address - region.address);
     const auto* from = static_cast<const std::byte*>(source);
+    if (!settings_.model.enabled && bytes <= max_put_bytes) {
+        // No model: the put is done when it returns, with no command to poll later.
+        int error = 0;
+        bool done = false;
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            done = node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error);
+        }
+        if (done) {
+            if (error == ESRCH) {
+                raise<PeerLost>("the peer process exited during a put", where);
+            }
+            if (error != 0) {
+                raise_system("put", error, where,
+                             "The emulated TNI could not reach the peer's memory.");
+            }
+            return {};
+        }
+    }
     std::uint64_t cookie = 0;
     std::size_t offset = 0;
     std::unique_ptr<Backoff> backoff; // only once the queue was busy
@@ -397,9 +417,14 @@ void TofuProcess::progress() noexcept {
 }
 
 void TofuProcess::progress_locked() noexcept {
-    last_poll_ = now_ns();
+    if (engine_thread_.joinable()) {
+        last_poll_ = now_ns();
+    }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
+        if (queue.outstanding() == 0 && queue.next_due() == never_due) {
+            continue;
+        }
         Completion c;
         while (queue.poll(c)) {
             completed_[t] = c.cookie;

@@ -254,6 +254,64 @@ CommandQueue::CommandQueue(Node& node, std::size_t tni, std::size_t depth)
 Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                          const RemoteRegion& target, Stadd stadd, const void* source,
                          std::size_t bytes, const PutFlags& flags, std::uint64_t& cookie) {
+    const std::int64_t offset = checked_offset(node, target_tni, target, stadd, bytes, flags);
+    if (commands_.size() - reported_ >= depth_) {
+        return Status::busy;
+    }
+    Command c;
+    c.node = node;
+    c.target_tni = target_tni;
+    c.region = target.key();
+    c.mapping = target.mapping();
+    c.mapped = target.mapped();
+    c.offset = static_cast<std::uint64_t>(offset);
+    c.bytes = bytes;
+    c.flags = flags;
+    if (flags.inline_source) {
+        // Read from the command itself when it executes (it moves into the queue first).
+        if (bytes > 0) {
+            std::memcpy(c.inline_data.data(), source, bytes);
+        }
+    } else {
+        c.source = static_cast<const std::byte*>(source);
+    }
+    if (flags.piggyback_bytes > 0) {
+        std::memcpy(c.piggyback.data(), flags.piggyback, flags.piggyback_bytes);
+    }
+    c.flags.piggyback = nullptr;
+    cookie = next_cookie_;
+    return issue(std::move(c));
+}
+
+bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node,
+                               const RemoteRegion& target, Stadd stadd, const void* source,
+                               std::size_t bytes, int& error) {
+    const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
+    if (node_.model().enabled() || !commands_.empty()) {
+        return false; // modelled, or behind commands it must not overtake
+    }
+    error = 0;
+    if (bytes == 0) {
+        return true;
+    }
+    if (target.mapped() != nullptr) {
+        std::memcpy(target.mapped() + offset, source, bytes);
+        return true;
+    }
+    iovec local{const_cast<void*>(source), bytes}; // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    const std::uint64_t remote = target.key().address + static_cast<std::uint64_t>(offset);
+    iovec far{reinterpret_cast<void*>(remote), bytes}; // NOLINT(performance-no-int-to-ptr)
+    const ssize_t done = process_vm_writev(target.key().pid, &local, 1, &far, 1, 0);
+    if (done != static_cast<ssize_t>(bytes)) {
+        error = done < 0 ? errno : EIO;
+    }
+    return true;
+}
+
+std::int64_t CommandQueue::checked_offset(const std::shared_ptr<RemoteNode>& node,
+                                          std::size_t target_tni, const RemoteRegion& target,
+                                          Stadd stadd, std::size_t bytes,
+                                          const PutFlags& flags) const {
     // Built only for a message: puts are the data path.
     const auto where = [this] {
         return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
@@ -288,32 +346,7 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
                                  std::to_string(target.key().bytes) + " B)",
                              where());
     }
-    if (commands_.size() - reported_ >= depth_) {
-        return Status::busy;
-    }
-    Command c;
-    c.node = node;
-    c.target_tni = target_tni;
-    c.region = target.key();
-    c.mapping = target.mapping();
-    c.mapped = target.mapped();
-    c.offset = static_cast<std::uint64_t>(offset);
-    c.bytes = bytes;
-    c.flags = flags;
-    if (flags.inline_source) {
-        // Read from the command itself when it executes (it moves into the queue first).
-        if (bytes > 0) {
-            std::memcpy(c.inline_data.data(), source, bytes);
-        }
-    } else {
-        c.source = static_cast<const std::byte*>(source);
-    }
-    if (flags.piggyback_bytes > 0) {
-        std::memcpy(c.piggyback.data(), flags.piggyback, flags.piggyback_bytes);
-    }
-    c.flags.piggyback = nullptr;
-    cookie = next_cookie_;
-    return issue(std::move(c));
+    return offset;
 }
 
 Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source,
@@ -430,7 +463,10 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
 }
 
 void CommandQueue::run(bool ignore_model) noexcept {
-    const std::int64_t now = now_ns();
+    if (commands_.empty()) {
+        return;
+    }
+    const std::int64_t now = node_.model().enabled() ? now_ns() : 0;
     for (Command& c : commands_) {
         // In order: a command lands only after the ones issued before it on this TNI.
         if (!execute(c, now, ignore_model)) {

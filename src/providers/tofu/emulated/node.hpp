@@ -188,6 +188,11 @@ public:
     Status put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                const RemoteRegion& target, Stadd stadd, const void* source, std::size_t bytes,
                const PutFlags& flags, std::uint64_t& cookie);
+    /// With the model off and no command queued: puts at once, without a notice and without a
+    /// completion to poll (`error`: errno of a failed transfer, 0 on success). False, doing
+    /// nothing, where put() is needed. @throws as put().
+    bool put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
+                     Stadd stadd, const void* source, std::size_t bytes, int& error);
     /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
     Status get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source, Stadd stadd,
                void* destination, std::size_t bytes, std::uint64_t& cookie);
@@ -232,6 +237,10 @@ private:
     };
 
     Status issue(Command&& command);
+    /// Checks a put against the limits and the region; its offset in the region.
+    std::int64_t checked_offset(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
+                                const RemoteRegion& target, Stadd stadd, std::size_t bytes,
+                                const PutFlags& flags) const;
     /// Moves what is due of `c`; true once it is finished.
     bool execute(Command& c, std::int64_t now, bool ignore_model) noexcept;
     void run(bool ignore_model) noexcept;
