@@ -406,6 +406,37 @@ TEST_CASE("over the provider, no round completes before the model says", "[provi
     }
 }
 
+TEST_CASE("a sender reuses its source at local completion and stops polling", "[provider]") {
+    // Local completion comes when the TNI has read the source, a latency before the data lands:
+    // the sender may overwrite its buffer at once and then make no pmr call (here: wait in an
+    // MPI barrier) while the receiver still waits for the data, which must arrive intact.
+    if (pmr_test::world_size() != 2) {
+        return;
+    }
+    REQUIRE(tofu::tofu_settings().model.enabled);
+    const int rank = pmr_test::world_rank();
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, 1 - rank, 8, 8), pmr::Provider::tofu);
+    const std::size_t bytes = 65536 + 24;
+    pmr::SendWindow<unsigned char> send(c, bytes);
+    pmr::RecvWindow<unsigned char> recv(c, bytes);
+    for (int round = 1; round <= 2; ++round) {
+        const std::uint64_t seed = pmr_test::seed_of({7, std::uint64_t(round)});
+        if (rank == 0) {
+            send.init();
+            fill_pattern(send.data(), bytes, seed);
+            send.post();
+            send.wait();
+            std::memset(send.data(), 0xee, bytes);
+        } else {
+            recv.init();
+            recv.post();
+            recv.wait();
+            CHECK(check_pattern(recv.data(), 0, bytes, seed, "round " + std::to_string(round)));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 namespace {
 
 /// Seconds of the slowest rank for `rounds` rounds of `round` (each between barriers): the

@@ -380,10 +380,21 @@ void TofuProcess::notify(std::size_t tni, const Peer& peer, std::size_t remote_t
 
 void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t remote_tni,
                                 const Notice& notice, bool reply) {
-    // Behind everything this process issued, on every TNI: the notice must not overtake puts
-    // of earlier rounds, whichever rail they took.
-    drain_locked();
+    // Behind everything this process issued to that node, on every TNI: the notice must not
+    // overtake puts of earlier rounds, whichever rail they took. With the model on it lands no
+    // earlier than they do (and the engine lands it if nobody polls); puts to other nodes keep
+    // their modelled times. Without the model everything lands now.
+    const bool modelled = engine_thread_.joinable();
     PutFlags flags;
+    if (modelled) {
+        flags.after_earlier = true;
+        for (std::size_t t = 0; t < node_->tnis(); ++t) {
+            flags.not_before =
+                std::max(flags.not_before, node_->queue(t).pending_land(peer.node->address().node));
+        }
+    } else {
+        drain_locked();
+    }
     flags.remote_notice = true;
     std::array<std::byte, piggyback_capacity> piggyback{};
     encode_notice(notice, reply, flags.edata, piggyback);
@@ -401,7 +412,12 @@ void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t r
                                  "tofu notice");
         }
     }
-    drain_locked();
+    if (!modelled) {
+        drain_locked();
+    } else if (engine_asleep_) {
+        engine_asleep_ = false;
+        engine_wake_.notify_one();
+    }
 }
 
 void TofuProcess::drain_locked() noexcept {

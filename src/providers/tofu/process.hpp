@@ -127,8 +127,9 @@ public:
     /// busy. @throws ProviderError outside the registered region, Timeout after PMR_TIMEOUT.
     Request put(std::size_t tni, const RemoteKey& key, const void* source, std::size_t bytes,
                 std::uint64_t address, const std::string& where);
-    /// Sends `notice` to `peer`'s TNI `remote_tni` after everything issued so far has landed
-    /// (set-up and teardown: nothing may be left for a later progress that may never come).
+    /// Sends `notice` to `peer`'s TNI `remote_tni`, landing after everything issued to that peer
+    /// so far (without the model: lands everything now; with it, the engine lands what nobody
+    /// polls for).
     void notify(std::size_t tni, const Peer& peer, std::size_t remote_tni, const Notice& notice,
                 bool reply, const std::string& where);
     /// Executes what is due on every TNI, reaps completions and dispatches notices.

@@ -384,11 +384,15 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
 
 Status CommandQueue::issue(Command&& command) {
     command.cookie = next_cookie_++;
+    command.serial = node_.take_serial();
     const std::int64_t now = now_ns();
     command.times = node_.model().schedule(tni_, command.bytes, command.node->hops, now);
     if (command.is_get) {
         // The request travels first, the data comes back: one more latency.
         command.times.land += command.times.land - command.times.done;
+    }
+    if (node_.model().enabled()) {
+        command.times.land = std::max(command.times.land, command.flags.not_before);
     }
     commands_.push_back(std::move(command));
     run(false);
@@ -443,6 +447,13 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
     if (!ignore_model && node_.model().enabled() && now < c.times.land) {
         return false;
     }
+    if (!ignore_model && c.flags.after_earlier) {
+        for (std::size_t t = 0; t < node_.tnis(); ++t) {
+            if (t != tni_ && node_.queue(t).pending_before(c.node->address().node, c.serial)) {
+                return false;
+            }
+        }
+    }
     if (!c.is_get && c.flags.remote_notice && c.error == 0) {
         RemoteNotice notice;
         notice.source = node_.id();
@@ -495,6 +506,22 @@ bool CommandQueue::stage(Command& c) noexcept {
     }
     c.staged_from = c.moved;
     return true;
+}
+
+std::int64_t CommandQueue::pending_land(std::uint64_t node) const noexcept {
+    std::int64_t last = 0;
+    for (const Command& c : commands_) {
+        if (!c.finished && c.node->address().node == node) {
+            last = std::max(last, c.times.land);
+        }
+    }
+    return last;
+}
+
+bool CommandQueue::pending_before(std::uint64_t node, std::uint64_t serial) const noexcept {
+    return std::any_of(commands_.begin(), commands_.end(), [&](const Command& c) {
+        return !c.finished && c.serial < serial && c.node->address().node == node;
+    });
 }
 
 std::int64_t CommandQueue::next_due() const noexcept {

@@ -107,6 +107,11 @@ struct PutFlags {
     /// The source travels inside the command (at most piggyback_capacity bytes): it may be
     /// reused as soon as put() returns.
     bool inline_source = false;
+    /// With the model on: lands only after every command issued before it to the same node, on
+    /// any TNI of this node, has landed (and not before `not_before`, their latest modelled
+    /// landing, in now_ns() time).
+    bool after_earlier = false;
+    std::int64_t not_before = 0;
 };
 
 class Node;
@@ -200,6 +205,12 @@ public:
     bool poll(Completion& completion);
     /// Executes what the model says is due (data, notices).
     void progress();
+    /// The latest modelled landing of a command to node `node` that has not landed yet, 0 if
+    /// none.
+    std::int64_t pending_land(std::uint64_t node) const noexcept;
+    /// Whether a command to node `node` issued before the one numbered `serial` (node-wide
+    /// issue order) has not landed yet.
+    bool pending_before(std::uint64_t node, std::uint64_t serial) const noexcept;
     /// When progress() has something to do next, in now_ns() time: a past time if it is held up
     /// (the target's notice queue is full), the largest value if every command has landed.
     std::int64_t next_due() const noexcept;
@@ -232,6 +243,7 @@ private:
         PutFlags flags;
         std::array<std::byte, piggyback_capacity> piggyback{};
         PutTimes times;
+        std::uint64_t serial = 0; ///< node-wide issue order
         bool finished = false; ///< landed (and notified)
         int error = 0;
     };
@@ -272,6 +284,8 @@ public:
     const NodeAddress& address() const noexcept { return address_; }
     CommandQueue& queue(std::size_t tni) { return *queues_.at(tni); }
     TimingModel& model() noexcept { return model_; }
+    /// The next number of the node-wide issue order.
+    std::uint64_t take_serial() noexcept { return next_serial_++; }
 
     /// Registers [address, address + bytes). `location`: the memory file holding it (peers then
     /// map it), or fd -1 (peers reach it by cross-memory attach).
@@ -292,6 +306,7 @@ private:
     std::mutex regions_mutex_;
     std::map<Stadd, RegionKey> regions_;
     Stadd next_stadd_ = stadd_alignment;
+    std::uint64_t next_serial_ = 1; ///< issue order over all queues (callers serialise them)
 };
 
 /// Encodes/decodes values in a Blob (set-up messages).
