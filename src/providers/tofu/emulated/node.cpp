@@ -283,9 +283,8 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
     return issue(std::move(c));
 }
 
-bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node,
-                               const RemoteRegion& target, Stadd stadd, const void* source,
-                               std::size_t bytes, int& error) {
+bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
+                               Stadd stadd, const void* source, std::size_t bytes, int& error) {
     const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
     if (node_.model().enabled() || !commands_.empty()) {
         return false; // modelled, or behind commands it must not overtake

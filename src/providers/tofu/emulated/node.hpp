@@ -244,7 +244,7 @@ private:
         std::array<std::byte, piggyback_capacity> piggyback{};
         PutTimes times;
         std::uint64_t serial = 0; ///< node-wide issue order
-        bool finished = false; ///< landed (and notified)
+        bool finished = false;    ///< landed (and notified)
         int error = 0;
     };
 
