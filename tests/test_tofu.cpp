@@ -334,6 +334,10 @@ TEST_CASE("the timing model serialises TNIs and caps injection", "[tofu][model]"
         // A fourth exceeds the cap: it ends when 4 MiB have passed at 15.03 GB/s.
         CHECK(double(m.schedule(3, mib, 1, 0).done) * 1e-9 ==
               Approx(4.0 * double(mib) / 15.03e9).epsilon(1e-3));
+        // A small put on a TNI of its own is not held up by the large ones' injection.
+        tofu::TimingModel fresh(model("k"));
+        (void)fresh.schedule(0, mib, 1, 0);
+        CHECK(fresh.schedule(1, 16, 1, 0).done < 10);
     }
     SECTION("hops and the time scale") {
         tofu::TimingModel m(model("fugaku"));
@@ -505,8 +509,8 @@ TEST_CASE("puts on distinct TNIs overlap as the model says", "[overlap]") {
         }
         pmr::detail::wait_all(waits.data(), waits.size());
     };
-    const double lone = fastest_round(5, [&] { exchange(false); });
-    const double all = fastest_round(5, [&] { exchange(true); });
+    const double lone = fastest_round(9, [&] { exchange(false); });
+    const double all = fastest_round(9, [&] { exchange(true); });
     const tofu::TimingModel m(p);
     const double modelled = m.lone_put_seconds(bytes, 1);
     if (rank == 0) {
@@ -515,5 +519,5 @@ TEST_CASE("puts on distinct TNIs overlap as the model says", "[overlap]") {
                     bytes, lone * 1e3, all * 1e3, all / lone, modelled * 1e3);
     }
     CHECK(lone >= modelled);
-    CHECK(all / lone < 1.35);
+    CHECK(all / lone < 1.4); // 1.6 when the model serialised the TNIs' injection
 }

@@ -124,59 +124,21 @@ PutTimes TimingModel::schedule(std::size_t tni, std::size_t bytes, int hops, std
     std::int64_t& free = tni_free_.at(tni);
     t.start = std::max(now, free);
     const auto b = static_cast<double>(bytes);
-    const std::int64_t on_link = t.start + scaled_ns(b / parameters_.link_bandwidth);
-    t.done =
-        std::max(on_link, inject(t.start, scaled_ns(b / parameters_.injection_bandwidth), now));
+    // The node's injection is shared by the TNIs transferring when this put starts: its rate is
+    // the link's or its fair share of the injection, whichever is lower. (Rates are fixed when a
+    // put is issued; a put issued later does not slow down those already under way.)
+    std::size_t busy = 1;
+    for (std::size_t other = 0; other < tni_free_.size(); ++other) {
+        if (other != tni && tni_free_[other] > t.start) {
+            ++busy;
+        }
+    }
+    const double rate = std::min(parameters_.link_bandwidth,
+                                 parameters_.injection_bandwidth / static_cast<double>(busy));
+    t.done = t.start + scaled_ns(b / rate);
     free = t.done;
     const int extra_hops = hops > 1 ? hops - 1 : 0;
     t.land = t.done + scaled_ns(parameters_.put_latency + extra_hops * parameters_.hop_latency);
-    return t;
-}
-
-std::int64_t TimingModel::inject(std::int64_t start, std::int64_t need, std::int64_t now) {
-    // Intervals that ended before `now` no longer matter (calls come in time order).
-    auto& booked = injection_booked_;
-    booked.erase(booked.begin(), std::find_if(booked.begin(), booked.end(),
-                                              [now](const Interval& i) { return i.second > now; }));
-    if (need <= 0) {
-        return start;
-    }
-    // Take the host interface's free time from `start` on, earliest first: a put that starts
-    // later on another TNI (queued behind a long one there) does not hold this one back.
-    std::vector<Interval> taken;
-    std::int64_t t = start;
-    std::int64_t remaining = need;
-    for (const Interval& i : booked) {
-        if (i.second <= t) {
-            continue;
-        }
-        if (i.first > t) {
-            const std::int64_t take = std::min(i.first - t, remaining);
-            taken.emplace_back(t, t + take);
-            remaining -= take;
-            t += take;
-            if (remaining == 0) {
-                break;
-            }
-        }
-        t = std::max(t, i.second);
-    }
-    if (remaining > 0) {
-        taken.emplace_back(t, t + remaining);
-        t += remaining;
-    }
-    booked.insert(booked.end(), taken.begin(), taken.end());
-    std::sort(booked.begin(), booked.end());
-    std::vector<Interval> merged;
-    merged.reserve(booked.size());
-    for (const Interval& i : booked) {
-        if (!merged.empty() && i.first <= merged.back().second) {
-            merged.back().second = std::max(merged.back().second, i.second);
-        } else {
-            merged.push_back(i);
-        }
-    }
-    booked.swap(merged);
     return t;
 }
 

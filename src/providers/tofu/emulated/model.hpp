@@ -5,9 +5,10 @@
 //
 // Per put of b bytes issued at time t on TNI i, towards a node `hops` links away:
 //   start  = max(t, TNI i free)                       each TNI is a serial resource
-//   inject = when b / injection bandwidth of the node's free injection time from `start` on
-//            have passed (host-interface cap; booked earliest first, shared by all TNIs)
-//   done   = max(start + b / link bandwidth, inject)  TNI i is free again, the source is read
+//   busy   = the TNIs transferring at `start`, this one included
+//   done   = start + b / min(link bandwidth, injection bandwidth / busy)
+//            TNI i is free again, the source is read (the node's injection, the host-interface
+//            cap, is shared fairly by the TNIs under way when the put starts)
 //   land   = done + put latency + (hops - 1) * hop latency
 // Every modelled duration is multiplied by the time scale. With the model off every put is done
 // and landed when it is issued.
@@ -16,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace pmr::detail::tofu {
@@ -66,15 +66,10 @@ public:
     double streaming_bandwidth(std::size_t tnis) const noexcept;
 
 private:
-    using Interval = std::pair<std::int64_t, std::int64_t>;
     std::int64_t scaled_ns(double seconds) const noexcept;
-    /// Books `need` ns of the node's injection from `start` on, in its earliest free time;
-    /// returns when the last of it ends.
-    std::int64_t inject(std::int64_t start, std::int64_t need, std::int64_t now);
 
     ModelParameters parameters_;
     std::vector<std::int64_t> tni_free_;
-    std::vector<Interval> injection_booked_; ///< sorted, disjoint: the host interface is busy
 };
 
 /// The steady clock in nanoseconds.
