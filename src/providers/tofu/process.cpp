@@ -187,7 +187,7 @@ void TofuProcess::engine() noexcept {
     // wakes it (which only then costs the put a system call).
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
     constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
-    constexpr std::int64_t active = 1000000;
+    constexpr std::int64_t active = 200000;
     constexpr std::int64_t idle = 50000000;
     constexpr std::int64_t retry = 200000; // a full notice queue at the target
     std::int64_t idle_since = now_ns();

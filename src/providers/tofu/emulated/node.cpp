@@ -24,6 +24,8 @@ namespace {
 
 constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'31ULL; // "pmrtofu1"
 constexpr std::size_t line = 64;
+/// How long a poll waits for a command that is about to land (ns, real time).
+constexpr std::int64_t spin_ns = 2000;
 
 struct alignas(line) NoticeEntry {
     std::atomic<std::uint64_t> sequence{0}; ///< ticket + 1 once written
@@ -476,9 +478,21 @@ void CommandQueue::run(bool ignore_model) noexcept {
     if (commands_.empty()) {
         return;
     }
-    const std::int64_t now = node_.model().enabled() ? now_ns() : 0;
+    std::int64_t now = node_.model().enabled() ? now_ns() : 0;
+    const std::int64_t spin_until = now + spin_ns;
     for (Command& c : commands_) {
         // In order: a command lands only after the ones issued before it on this TNI.
+        if (execute(c, now, ignore_model)) {
+            continue;
+        }
+        // Due within a few microseconds (the sequence word behind a slot, the notice behind
+        // its data): wait for it here rather than in a yield that may cost a time slice.
+        if (ignore_model || c.finished || c.times.land > spin_until) {
+            break;
+        }
+        while (now < c.times.land) {
+            now = now_ns();
+        }
         if (!execute(c, now, ignore_model)) {
             break;
         }
