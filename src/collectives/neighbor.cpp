@@ -9,6 +9,8 @@
 // what every rail carries in every step. Both ends derive the fragments of a message from the
 // same agreed numbers, so the k-th send window of one end always pairs with the k-th receive
 // window of the other.
+#include "collectives/engine.hpp"
+
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
 #include <pmr/target.hpp>
@@ -482,7 +484,8 @@ void NeighborCore::State::make_windows() {
 // that, the order in time, pmr leaves to the rails: every rail runs its pieces in the order of the
 // posts. On Tofu the TNIs are independent queues, so the busiest rail's load decides the round's
 // time (1.5 against 2 messages in the example), not which neighbour a rail serves first. Messages
-// sent whole go first, on rail (q mod n) for the q-th of them. split_schedule() is the seed's plan
+// sent whole go first, on lane (q mod n) for the q-th of them (the same device on every
+// connection, see rail_of_lane()). split_schedule() is the seed's plan
 // (steps() reports its length); the tests check that it gives every rail 1/n of every message.
 std::vector<std::vector<std::vector<std::size_t>>> split_schedule(std::size_t messages,
                                                                   std::size_t rails) {
@@ -515,7 +518,11 @@ std::vector<NeighborPost> NeighborCore::State::plan(NeighborAlgorithm mode) {
         if (splits(link, mode)) {
             split.push_back(&link);
         } else if (link.rails > 1) {
-            const std::size_t rail = whole++ % link.rails;
+            // Lane q mod n is the same device on every connection (rails are numbered per
+            // connection from a device that rotates, on tofu): whole messages spread over the
+            // devices as over the rails.
+            const std::size_t rail =
+                coll::rail_of_lane(link.connection, static_cast<int>(whole++ % link.rails));
             result.push_back({&link.send, {RailRange{0, link.send_bytes, rail}}});
         } else {
             result.push_back({&link.send, {}});

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <sys/prctl.h>
 #include <utility>
 
 namespace pmr::detail::tofu {
@@ -18,6 +21,7 @@ namespace {
 constexpr std::uint32_t hello_version = 2;
 constexpr std::size_t cells_per_chunk = 64;
 constexpr std::size_t landing_bytes = 256;
+constexpr std::int64_t never_due = std::numeric_limits<std::int64_t>::max();
 
 std::string check_device(const std::string& name) {
     if (name.size() < 4 || name.compare(0, 3, "tni") != 0 ||
@@ -155,13 +159,67 @@ TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
     landing_ =
         node_->register_memory(landing_memory_.data(), landing_bytes, {landing_memory_.fd(), 0});
     completed_.assign(node_->tnis(), 0);
+    if (settings.model.enabled) {
+        engine_thread_ = std::thread([this] { engine(); });
+    }
     debug_log("tofu: emulated node " + std::to_string(node_->id()) + " with " +
               std::to_string(node_->tnis()) + " TNIs, timing model " + settings.model.name);
 }
 
 TofuProcess::~TofuProcess() {
+    if (engine_thread_.joinable()) {
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            engine_stop_ = true;
+        }
+        engine_wake_.notify_one();
+        engine_thread_.join();
+    }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     drain_locked();
+}
+
+void TofuProcess::engine() noexcept {
+    // The hardware's stand-in, and only its safety net: callers that poll land commands at their
+    // modelled times, and while they poll the engine only looks every `active` (its wake-ups
+    // would take the core of a rank that spins). Once no caller has polled for that long, it
+    // wakes at the modelled times itself. Nothing pending for `idle`: it sleeps until a put
+    // wakes it (which only then costs the put a system call).
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
+    constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t active = 200000;
+    constexpr std::int64_t idle = 50000000;
+    constexpr std::int64_t retry = 200000; // a full notice queue at the target
+    std::int64_t idle_since = now_ns();
+    std::unique_lock<std::mutex> lock(engine_mutex_);
+    while (!engine_stop_) {
+        std::int64_t next = never;
+        for (std::size_t t = 0; t < node_->tnis(); ++t) {
+            CommandQueue& queue = node_->queue(t);
+            queue.progress();
+            next = std::min(next, queue.next_due());
+        }
+        const std::int64_t now = now_ns();
+        if (next == never) {
+            if (now - idle_since >= idle) {
+                engine_asleep_ = true;
+                engine_wake_.wait(lock, [this] { return engine_stop_ || !engine_asleep_; });
+                idle_since = now_ns();
+                continue;
+            }
+            next = now + active;
+        } else {
+            idle_since = now;
+            if (next <= now) {
+                next = now + retry;
+            }
+            if (now - last_poll_ < active) {
+                next = std::max(next, last_poll_ + active);
+            }
+        }
+        engine_wake_.wait_until(
+            lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+    }
 }
 
 const tofu_topology::Placement& TofuProcess::placement() const {
@@ -255,6 +313,25 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
     }
     const Stadd stadd = region.stadd + (address - region.address);
     const auto* from = static_cast<const std::byte*>(source);
+    if (!settings_.model.enabled && bytes <= max_put_bytes) {
+        // No model: the put is done when it returns, with no command to poll later.
+        int error = 0;
+        bool done = false;
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            done = node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error);
+        }
+        if (done) {
+            if (error == ESRCH) {
+                raise<PeerLost>("the peer process exited during a put", where);
+            }
+            if (error != 0) {
+                raise_system("put", error, where,
+                             "The emulated TNI could not reach the peer's memory.");
+            }
+            return {};
+        }
+    }
     std::uint64_t cookie = 0;
     std::size_t offset = 0;
     std::unique_ptr<Backoff> backoff; // only once the queue was busy
@@ -270,6 +347,9 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
                                            from + offset, piece, flags, cookie);
             if (status == Status::busy) {
                 progress_locked();
+            } else if (engine_asleep_) {
+                engine_asleep_ = false;
+                engine_wake_.notify_one();
             }
         }
         if (status == Status::ok) {
@@ -300,10 +380,21 @@ void TofuProcess::notify(std::size_t tni, const Peer& peer, std::size_t remote_t
 
 void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t remote_tni,
                                 const Notice& notice, bool reply) {
-    // Behind everything this process issued, on every TNI: the notice must not overtake puts
-    // of earlier rounds, whichever rail they took.
-    drain_locked();
+    // Behind everything this process issued to that node, on every TNI: the notice must not
+    // overtake puts of earlier rounds, whichever rail they took. With the model on it lands no
+    // earlier than they do (and the engine lands it if nobody polls); puts to other nodes keep
+    // their modelled times. Without the model everything lands now.
+    const bool modelled = engine_thread_.joinable();
     PutFlags flags;
+    if (modelled) {
+        flags.after_earlier = true;
+        for (std::size_t t = 0; t < node_->tnis(); ++t) {
+            flags.not_before =
+                std::max(flags.not_before, node_->queue(t).pending_land(peer.node->address().node));
+        }
+    } else {
+        drain_locked();
+    }
     flags.remote_notice = true;
     std::array<std::byte, piggyback_capacity> piggyback{};
     encode_notice(notice, reply, flags.edata, piggyback);
@@ -321,7 +412,12 @@ void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t r
                                  "tofu notice");
         }
     }
-    drain_locked();
+    if (!modelled) {
+        drain_locked();
+    } else if (engine_asleep_) {
+        engine_asleep_ = false;
+        engine_wake_.notify_one();
+    }
 }
 
 void TofuProcess::drain_locked() noexcept {
@@ -337,8 +433,14 @@ void TofuProcess::progress() noexcept {
 }
 
 void TofuProcess::progress_locked() noexcept {
+    if (engine_thread_.joinable()) {
+        last_poll_ = now_ns();
+    }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
+        if (queue.outstanding() == 0 && queue.next_due() == never_due) {
+            continue;
+        }
         Completion c;
         while (queue.poll(c)) {
             completed_[t] = c.cookie;

@@ -12,12 +12,14 @@
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pmr::detail::tofu {
@@ -125,8 +127,9 @@ public:
     /// busy. @throws ProviderError outside the registered region, Timeout after PMR_TIMEOUT.
     Request put(std::size_t tni, const RemoteKey& key, const void* source, std::size_t bytes,
                 std::uint64_t address, const std::string& where);
-    /// Sends `notice` to `peer`'s TNI `remote_tni` after everything issued so far has landed
-    /// (set-up and teardown: nothing may be left for a later progress that may never come).
+    /// Sends `notice` to `peer`'s TNI `remote_tni`, landing after everything issued to that peer
+    /// so far (without the model: lands everything now; with it, the engine lands what nobody
+    /// polls for).
     void notify(std::size_t tni, const Peer& peer, std::size_t remote_tni, const Notice& notice,
                 bool reply, const std::string& where);
     /// Executes what is due on every TNI, reaps completions and dispatches notices.
@@ -150,6 +153,10 @@ public:
     std::shared_ptr<Memory> allocation(const void* pointer, std::size_t bytes) const;
 
 private:
+    /// The emulated hardware: with the timing model on, a thread lands every command at its
+    /// modelled time whether or not a caller polls (a sender may report its put complete and
+    /// stop polling, or be descheduled); callers that poll land them as well.
+    void engine() noexcept;
     void progress_locked() noexcept;
     void dispatch(std::size_t tni, const RemoteNotice& notice) noexcept;
     void notify_locked(std::size_t tni, const Peer& peer, std::size_t remote_tni,
@@ -169,6 +176,11 @@ private:
     std::map<std::pair<std::size_t, std::uint64_t>, int> failures_;
     std::map<std::uint64_t, Peer> peers_; ///< by node id
     std::size_t rotation_ = 0;
+    std::condition_variable engine_wake_;
+    std::int64_t last_poll_ = 0; ///< when a caller last progressed the queues (now_ns())
+    bool engine_asleep_ = false; ///< the engine waits for a put to wake it
+    bool engine_stop_ = false;
+    std::thread engine_thread_; ///< only with the model on
 
     mutable std::mutex memory_mutex_; // chunks_, graveyard_, allocations_
     std::vector<std::shared_ptr<Memory>> chunks_;

@@ -124,10 +124,18 @@ PutTimes TimingModel::schedule(std::size_t tni, std::size_t bytes, int hops, std
     std::int64_t& free = tni_free_.at(tni);
     t.start = std::max(now, free);
     const auto b = static_cast<double>(bytes);
-    const std::int64_t on_link = t.start + scaled_ns(b / parameters_.link_bandwidth);
-    injection_free_ =
-        std::max(t.start, injection_free_) + scaled_ns(b / parameters_.injection_bandwidth);
-    t.done = std::max(on_link, injection_free_);
+    // The node's injection is shared by the TNIs transferring when this put starts: its rate is
+    // the link's or its fair share of the injection, whichever is lower. (Rates are fixed when a
+    // put is issued; a put issued later does not slow down those already under way.)
+    std::size_t busy = 1;
+    for (std::size_t other = 0; other < tni_free_.size(); ++other) {
+        if (other != tni && tni_free_[other] > t.start) {
+            ++busy;
+        }
+    }
+    const double rate = std::min(parameters_.link_bandwidth,
+                                 parameters_.injection_bandwidth / static_cast<double>(busy));
+    t.done = t.start + scaled_ns(b / rate);
     free = t.done;
     const int extra_hops = hops > 1 ? hops - 1 : 0;
     t.land = t.done + scaled_ns(parameters_.put_latency + extra_hops * parameters_.hop_latency);

@@ -5,8 +5,10 @@
 //
 // Per put of b bytes issued at time t on TNI i, towards a node `hops` links away:
 //   start  = max(t, TNI i free)                       each TNI is a serial resource
-//   inject = max(start, node injection free) + b / injection bandwidth   (host-interface cap)
-//   done   = max(start + b / link bandwidth, inject)  TNI i is free again, the source is read
+//   busy   = the TNIs transferring at `start`, this one included
+//   done   = start + b / min(link bandwidth, injection bandwidth / busy)
+//            TNI i is free again, the source is read (the node's injection, the host-interface
+//            cap, is shared fairly by the TNIs under way when the put starts)
 //   land   = done + put latency + (hops - 1) * hop latency
 // Every modelled duration is multiplied by the time scale. With the model off every put is done
 // and landed when it is issued.
@@ -68,7 +70,6 @@ private:
 
     ModelParameters parameters_;
     std::vector<std::int64_t> tni_free_;
-    std::int64_t injection_free_ = 0;
 };
 
 /// The steady clock in nanoseconds.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,6 +24,8 @@ namespace {
 
 constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'31ULL; // "pmrtofu1"
 constexpr std::size_t line = 64;
+/// How long a poll waits for a command that is about to land (ns, real time).
+constexpr std::int64_t spin_ns = 2000;
 
 struct alignas(line) NoticeEntry {
     std::atomic<std::uint64_t> sequence{0}; ///< ticket + 1 once written
@@ -253,6 +256,63 @@ CommandQueue::CommandQueue(Node& node, std::size_t tni, std::size_t depth)
 Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                          const RemoteRegion& target, Stadd stadd, const void* source,
                          std::size_t bytes, const PutFlags& flags, std::uint64_t& cookie) {
+    const std::int64_t offset = checked_offset(node, target_tni, target, stadd, bytes, flags);
+    if (commands_.size() - reported_ >= depth_) {
+        return Status::busy;
+    }
+    Command c;
+    c.node = node;
+    c.target_tni = target_tni;
+    c.region = target.key();
+    c.mapping = target.mapping();
+    c.mapped = target.mapped();
+    c.offset = static_cast<std::uint64_t>(offset);
+    c.bytes = bytes;
+    c.flags = flags;
+    if (flags.inline_source) {
+        // Read from the command itself when it executes (it moves into the queue first).
+        if (bytes > 0) {
+            std::memcpy(c.inline_data.data(), source, bytes);
+        }
+    } else {
+        c.source = static_cast<const std::byte*>(source);
+    }
+    if (flags.piggyback_bytes > 0) {
+        std::memcpy(c.piggyback.data(), flags.piggyback, flags.piggyback_bytes);
+    }
+    c.flags.piggyback = nullptr;
+    cookie = next_cookie_;
+    return issue(std::move(c));
+}
+
+bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
+                               Stadd stadd, const void* source, std::size_t bytes, int& error) {
+    const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
+    if (node_.model().enabled() || !commands_.empty()) {
+        return false; // modelled, or behind commands it must not overtake
+    }
+    error = 0;
+    if (bytes == 0) {
+        return true;
+    }
+    if (target.mapped() != nullptr) {
+        std::memcpy(target.mapped() + offset, source, bytes);
+        return true;
+    }
+    iovec local{const_cast<void*>(source), bytes}; // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    const std::uint64_t remote = target.key().address + static_cast<std::uint64_t>(offset);
+    iovec far{reinterpret_cast<void*>(remote), bytes}; // NOLINT(performance-no-int-to-ptr)
+    const ssize_t done = process_vm_writev(target.key().pid, &local, 1, &far, 1, 0);
+    if (done != static_cast<ssize_t>(bytes)) {
+        error = done < 0 ? errno : EIO;
+    }
+    return true;
+}
+
+std::int64_t CommandQueue::checked_offset(const std::shared_ptr<RemoteNode>& node,
+                                          std::size_t target_tni, const RemoteRegion& target,
+                                          Stadd stadd, std::size_t bytes,
+                                          const PutFlags& flags) const {
     // Built only for a message: puts are the data path.
     const auto where = [this] {
         return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
@@ -287,32 +347,7 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
                                  std::to_string(target.key().bytes) + " B)",
                              where());
     }
-    if (commands_.size() >= depth_) {
-        return Status::busy;
-    }
-    Command c;
-    c.node = node;
-    c.target_tni = target_tni;
-    c.region = target.key();
-    c.mapping = target.mapping();
-    c.mapped = target.mapped();
-    c.offset = static_cast<std::uint64_t>(offset);
-    c.bytes = bytes;
-    c.flags = flags;
-    if (flags.inline_source) {
-        // Read from the command itself when it executes (it moves into the queue first).
-        if (bytes > 0) {
-            std::memcpy(c.inline_data.data(), source, bytes);
-        }
-    } else {
-        c.source = static_cast<const std::byte*>(source);
-    }
-    if (flags.piggyback_bytes > 0) {
-        std::memcpy(c.piggyback.data(), flags.piggyback, flags.piggyback_bytes);
-    }
-    c.flags.piggyback = nullptr;
-    cookie = next_cookie_;
-    return issue(std::move(c));
+    return offset;
 }
 
 Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source,
@@ -332,7 +367,7 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
                                  std::to_string(stadd) + " outside the region",
                              where());
     }
-    if (commands_.size() >= depth_) {
+    if (commands_.size() - reported_ >= depth_) {
         return Status::busy;
     }
     Command c;
@@ -350,11 +385,15 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
 
 Status CommandQueue::issue(Command&& command) {
     command.cookie = next_cookie_++;
+    command.serial = node_.take_serial();
     const std::int64_t now = now_ns();
     command.times = node_.model().schedule(tni_, command.bytes, command.node->hops, now);
     if (command.is_get) {
         // The request travels first, the data comes back: one more latency.
         command.times.land += command.times.land - command.times.done;
+    }
+    if (node_.model().enabled()) {
+        command.times.land = std::max(command.times.land, command.flags.not_before);
     }
     commands_.push_back(std::move(command));
     run(false);
@@ -378,7 +417,9 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
                                     4096 * 4096);
     }
     if (due > c.moved && c.error == 0) {
-        const std::byte* source = c.flags.inline_source ? c.inline_data.data() : c.source;
+        const std::byte* from = c.flags.inline_source ? c.inline_data.data() + c.moved
+                                : c.staging.empty()   ? c.source + c.moved
+                                                    : c.staging.data() + (c.moved - c.staged_from);
         const std::size_t n = due - c.moved;
         const std::uint64_t remote = c.region.address + c.offset + c.moved;
         if (c.mapped != nullptr) {
@@ -386,11 +427,11 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
             if (c.is_get) {
                 std::memcpy(c.destination + c.moved, mapped, n);
             } else {
-                std::memcpy(mapped, source + c.moved, n);
+                std::memcpy(mapped, from, n);
             }
         } else {
             iovec local{c.is_get ? static_cast<void*>(c.destination + c.moved)
-                                 : const_cast<std::byte*>(source + c.moved), // NOLINT
+                                 : const_cast<std::byte*>(from), // NOLINT
                         n};
             iovec far{reinterpret_cast<void*>(remote), n}; // NOLINT(performance-no-int-to-ptr)
             const ssize_t done = c.is_get ? process_vm_readv(c.region.pid, &local, 1, &far, 1, 0)
@@ -406,6 +447,13 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
     }
     if (!ignore_model && node_.model().enabled() && now < c.times.land) {
         return false;
+    }
+    if (!ignore_model && c.flags.after_earlier) {
+        for (std::size_t t = 0; t < node_.tnis(); ++t) {
+            if (t != tni_ && node_.queue(t).pending_before(c.node->address().node, c.serial)) {
+                return false;
+            }
+        }
     }
     if (!c.is_get && c.flags.remote_notice && c.error == 0) {
         RemoteNotice notice;
@@ -427,13 +475,89 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
 }
 
 void CommandQueue::run(bool ignore_model) noexcept {
-    const std::int64_t now = now_ns();
+    if (commands_.empty()) {
+        return;
+    }
+    std::int64_t now = node_.model().enabled() ? now_ns() : 0;
+    const std::int64_t spin_until = now + spin_ns;
     for (Command& c : commands_) {
         // In order: a command lands only after the ones issued before it on this TNI.
+        if (execute(c, now, ignore_model)) {
+            continue;
+        }
+        // Due within a few microseconds (the sequence word behind a slot, the notice behind
+        // its data): wait for it here rather than in a yield that may cost a time slice.
+        if (ignore_model || c.finished || c.times.land > spin_until) {
+            break;
+        }
+        while (now < c.times.land) {
+            now = now_ns();
+        }
         if (!execute(c, now, ignore_model)) {
-            return;
+            break;
         }
     }
+    retire();
+}
+
+void CommandQueue::retire() noexcept {
+    while (reported_ > 0 && commands_.front().finished) {
+        commands_.pop_front();
+        --reported_;
+    }
+}
+
+bool CommandQueue::stage(Command& c) noexcept {
+    if (c.is_get || c.flags.inline_source || c.moved >= c.bytes || c.error != 0 ||
+        !c.staging.empty()) {
+        return true;
+    }
+    try {
+        c.staging.assign(c.source + c.moved, c.source + c.bytes);
+    } catch (...) { // out of memory: complete when it has landed
+        return false;
+    }
+    c.staged_from = c.moved;
+    return true;
+}
+
+std::int64_t CommandQueue::pending_land(std::uint64_t node) const noexcept {
+    std::int64_t last = 0;
+    for (const Command& c : commands_) {
+        if (!c.finished && c.node->address().node == node) {
+            last = std::max(last, c.times.land);
+        }
+    }
+    return last;
+}
+
+bool CommandQueue::pending_before(std::uint64_t node, std::uint64_t serial) const noexcept {
+    return std::any_of(commands_.begin(), commands_.end(), [&](const Command& c) {
+        return !c.finished && c.serial < serial && c.node->address().node == node;
+    });
+}
+
+std::int64_t CommandQueue::next_due() const noexcept {
+    for (const Command& c : commands_) {
+        if (c.finished) {
+            continue;
+        }
+        if (!node_.model().enabled()) {
+            return 0; // held up by a full notice queue: retry
+        }
+        const std::int64_t transfer = c.times.done - c.times.start;
+        if (c.moved < c.bytes && transfer > 0) {
+            // The next eighth of the data (execute() moves what is due when it runs).
+            const std::size_t step = std::max<std::size_t>(c.bytes / 8, 4096);
+            const double next =
+                std::min(1.0, static_cast<double>(c.moved + step) / static_cast<double>(c.bytes));
+            return std::min(c.times.land,
+                            c.times.land - transfer +
+                                static_cast<std::int64_t>(next * static_cast<double>(transfer)));
+        }
+        return c.times.land;
+    }
+    return std::numeric_limits<std::int64_t>::max();
 }
 
 void CommandQueue::progress() {
@@ -454,12 +578,21 @@ void CommandQueue::drain() {
 
 bool CommandQueue::poll(Completion& completion) {
     run(false);
-    if (commands_.empty() || !commands_.front().finished) {
+    if (reported_ >= commands_.size()) {
         return false;
     }
-    completion.cookie = commands_.front().cookie;
-    completion.error = commands_.front().error;
-    commands_.pop_front();
+    Command& c = commands_[reported_];
+    if (!c.finished) {
+        // A put completes locally once the TNI has read its source (the model's `done`); a get
+        // when its data is here.
+        if (c.is_get || !node_.model().enabled() || now_ns() < c.times.done || !stage(c)) {
+            return false;
+        }
+    }
+    completion.cookie = c.cookie;
+    completion.error = c.error;
+    ++reported_;
+    retire();
     return true;
 }
 

@@ -16,13 +16,14 @@
 //     whose completions were not polled answers Status::busy, and the caller polls and retries.
 //   - The timing model (model.hpp): a command executes, and its data and notice land, at the
 //     modelled time; large puts land progressively over their modelled transfer time.
+//   - Local completion comes when the TNI has read the source (the model's `done`), one latency
+//     before the data lands: what has not landed by then travels on from a copy the queue keeps
+//     (the last latency's worth of bytes, a few KiB; all of it if nobody polled meanwhile).
 // What is not: the physical medium is shared memory between processes of one machine (memory
-// files, and cross-memory attach for memory that is not one); a command moves only while its
-// process calls into its queue (put, poll, progress) since no hardware works in the background;
-// local completion is reported when the data has landed, not one latency earlier (a put whose
-// source travels in the command could complete at once, but then a process that stops calling
-// into its queues after its wait would never deliver it); sources need no
-// registration; a put to a region that was deregistered is not detected; no barrier interface,
+// files, and cross-memory attach for memory that is not one); a command moves only while some
+// thread calls into its queue (put, poll, progress): the tofu provider runs a thread that does so
+// at the modelled times, standing in for the hardware that works in the background; sources need
+// no registration; a put to a region that was deregistered is not detected; no barrier interface,
 // no atomic operations, no cache injection, no hardware routing (hops come from the caller).
 #pragma once
 
@@ -106,6 +107,11 @@ struct PutFlags {
     /// The source travels inside the command (at most piggyback_capacity bytes): it may be
     /// reused as soon as put() returns.
     bool inline_source = false;
+    /// With the model on: lands only after every command issued before it to the same node, on
+    /// any TNI of this node, has landed (and not before `not_before`, their latest modelled
+    /// landing, in now_ns() time).
+    bool after_earlier = false;
+    std::int64_t not_before = 0;
 };
 
 class Node;
@@ -187,6 +193,11 @@ public:
     Status put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                const RemoteRegion& target, Stadd stadd, const void* source, std::size_t bytes,
                const PutFlags& flags, std::uint64_t& cookie);
+    /// With the model off and no command queued: puts at once, without a notice and without a
+    /// completion to poll (`error`: errno of a failed transfer, 0 on success). False, doing
+    /// nothing, where put() is needed. @throws as put().
+    bool put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
+                     Stadd stadd, const void* source, std::size_t bytes, int& error);
     /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
     Status get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source, Stadd stadd,
                void* destination, std::size_t bytes, std::uint64_t& cookie);
@@ -194,10 +205,20 @@ public:
     bool poll(Completion& completion);
     /// Executes what the model says is due (data, notices).
     void progress();
+    /// The latest modelled landing of a command to node `node` that has not landed yet, 0 if
+    /// none.
+    std::int64_t pending_land(std::uint64_t node) const noexcept;
+    /// Whether a command to node `node` issued before the one numbered `serial` (node-wide
+    /// issue order) has not landed yet.
+    bool pending_before(std::uint64_t node, std::uint64_t serial) const noexcept;
+    /// When progress() has something to do next, in now_ns() time: a past time if it is held up
+    /// (the target's notice queue is full), the largest value if every command has landed.
+    std::int64_t next_due() const noexcept;
     /// Executes everything now, ignoring the model (teardown: nothing would move later).
     void drain();
 
-    std::size_t outstanding() const noexcept { return commands_.size(); }
+    /// Commands whose completion was not polled.
+    std::size_t outstanding() const noexcept { return commands_.size() - reported_; }
     std::size_t depth() const noexcept { return depth_; }
     std::size_t tni() const noexcept { return tni_; }
 
@@ -212,6 +233,9 @@ private:
         std::byte* mapped = nullptr;
         std::uint64_t offset = 0;
         const std::byte* source = nullptr;
+        /// The source from byte `staged_from` on, copied at local completion.
+        std::vector<std::byte> staging;
+        std::size_t staged_from = 0;
         std::byte* destination = nullptr; ///< get
         std::size_t bytes = 0;
         std::size_t moved = 0;
@@ -219,20 +243,30 @@ private:
         PutFlags flags;
         std::array<std::byte, piggyback_capacity> piggyback{};
         PutTimes times;
-        bool finished = false;
+        std::uint64_t serial = 0; ///< node-wide issue order
+        bool finished = false;    ///< landed (and notified)
         int error = 0;
     };
 
     Status issue(Command&& command);
+    /// Checks a put against the limits and the region; its offset in the region.
+    std::int64_t checked_offset(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
+                                const RemoteRegion& target, Stadd stadd, std::size_t bytes,
+                                const PutFlags& flags) const;
     /// Moves what is due of `c`; true once it is finished.
     bool execute(Command& c, std::int64_t now, bool ignore_model) noexcept;
     void run(bool ignore_model) noexcept;
+    /// Copies what `c` has still to land from its source; false if out of memory.
+    static bool stage(Command& c) noexcept;
+    /// Drops the commands at the front that have landed and were reported.
+    void retire() noexcept;
 
     Node& node_;
     std::size_t tni_;
     std::size_t depth_;
     std::uint64_t next_cookie_ = 1;
     std::deque<Command> commands_;
+    std::size_t reported_ = 0; ///< commands at the front of commands_ whose completion was polled
 };
 
 /// One emulated node: its TNIs' queues, its notice queues in a shared memory file, its
@@ -250,6 +284,8 @@ public:
     const NodeAddress& address() const noexcept { return address_; }
     CommandQueue& queue(std::size_t tni) { return *queues_.at(tni); }
     TimingModel& model() noexcept { return model_; }
+    /// The next number of the node-wide issue order.
+    std::uint64_t take_serial() noexcept { return next_serial_++; }
 
     /// Registers [address, address + bytes). `location`: the memory file holding it (peers then
     /// map it), or fd -1 (peers reach it by cross-memory attach).
@@ -270,6 +306,7 @@ private:
     std::mutex regions_mutex_;
     std::map<Stadd, RegionKey> regions_;
     Stadd next_stadd_ = stadd_alignment;
+    std::uint64_t next_serial_ = 1; ///< issue order over all queues (callers serialise them)
 };
 
 /// Encodes/decodes values in a Blob (set-up messages).
