@@ -115,11 +115,13 @@ void measure(const char* what, bool used, int cycles, One&& one, Settle&& settle
 #else
     // Used cycles end in step, so memory comes back to the byte (0 KiB growth on every provider);
     // unused cycles leave MPI's queues a backlog of set-up messages whose high-water mark may
-    // still rise (UCX: 0-64 KiB per 2000 cycles). A leak of 33 B per used cycle of a new
-    // connection, or 128 B per unused cycle, fails. PMR_TEST_CHURN_KIB sets another allowance.
+    // still rise (Open MPI's free lists and shared-memory segment, bounded: UCX 0-64 KiB per 2000
+    // cycles, shm and tofu up to 308 KiB in a CI run). A leak of 33 B per used cycle of a new
+    // connection, or 512 B per unused cycle, fails (the withdrawal leak this test found was 6.5-23
+    // KB per unused cycle). PMR_TEST_CHURN_KIB sets another allowance.
     const char* allowance = std::getenv("PMR_TEST_CHURN_KIB");
     const std::size_t allowed_kib =
-        allowance != nullptr ? std::stoul(allowance) : (used ? 64 : 256);
+        allowance != nullptr ? std::stoul(allowance) : (used ? 64 : 1024);
     CHECK(resident_after <= resident + allowed_kib * 1024);
 #endif
 }
