@@ -107,7 +107,10 @@ void measure(const char* what, bool used, int cycles, One&& one, Settle&& settle
     INFO(cycles << " cycles " << what << ": open files " << files << " -> " << files_after
                 << ", resident " << resident / 1024 << " KiB -> " << resident_after / 1024
                 << " KiB");
-    CHECK(files_after <= files + 2);
+    // One window whose peer's withdrawal has not arrived yet may still hold its memory files (tofu:
+    // 3; a CI run measured 21 -> 24 on one rank and 24 -> 21 on the other): a leak grows by
+    // thousands over 2000 cycles.
+    CHECK(files_after <= files + 4);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // The sanitizers keep freed memory in quarantine (256 MB by default), so resident memory grows
     // with every free; the optimised build, which CI runs too, checks it.
