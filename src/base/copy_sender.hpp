@@ -178,16 +178,24 @@ private:
         }
         const copy_channel::Credit credit = copy_channel::claim(control, round_);
         if (credit == copy_channel::Credit::revoked) {
+            // The receiver may have pulled the whole round and destroyed its window since.
+            if (slot.sequence.load(std::memory_order_acquire) == round_) {
+                pending_ = false;
+                return true;
+            }
             receiver_gone();
         }
         if (credit == copy_channel::Credit::granted) {
             copy_channel::Offer& offer = *target_.offer;
             std::uint64_t chunk = 0;
             while (copy_channel::take_chunk(offer, round_, chunk)) {
-                copy_chunk(chunk);
+                if (chunk < chunks_) { // the count in shared memory is not trusted
+                    copy_chunk(chunk);
+                }
             }
             if (offer.receiver_stopped.load(std::memory_order_acquire) != 0) {
-                std::uint64_t back = offer.returned.exchange(0, std::memory_order_acq_rel);
+                std::uint64_t back = offer.returned.exchange(0, std::memory_order_acq_rel) &
+                                     copy_channel::chunk_mask(chunks_);
                 for (; back != 0; back &= back - 1) {
                     copy_chunk(static_cast<std::uint64_t>(__builtin_ctzll(back)));
                 }
@@ -307,7 +315,9 @@ private:
                 index >= chunks ||
                 !read_remote(buffer_ + offset, offer.source + offset,
                              static_cast<std::size_t>(std::min(chunk, bytes - offset)))) {
-                offer.returned.fetch_or(std::uint64_t{1} << index, std::memory_order_acq_rel);
+                if (index < copy_channel::max_chunks) {
+                    offer.returned.fetch_or(std::uint64_t{1} << index, std::memory_order_acq_rel);
+                }
                 offer.receiver_stopped.store(1, std::memory_order_release);
                 offer_ = nullptr; // never again in this window
                 return;
