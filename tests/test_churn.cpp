@@ -115,6 +115,7 @@ void measure(const char* what, bool used, int cycles, One&& one, Settle&& settle
     // The sanitizers keep freed memory in quarantine (256 MB by default), so resident memory grows
     // with every free; the optimised build, which CI runs too, checks it.
     WARN("resident memory not checked in a sanitizer build (its quarantine keeps freed memory)");
+    (void)used;
 #else
     // Used cycles end in step, so memory comes back to the byte (0 KiB growth on every provider);
     // unused cycles leave MPI's queues a backlog of set-up messages whose high-water mark may
