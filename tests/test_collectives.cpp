@@ -738,6 +738,36 @@ TEST_CASE("trinaryx3: where the provider has fewer than 3 rails it is refused on
     // Still usable afterwards: the refusal left no stale window behind.
     check_allreduce<double>(grid, 10, pmr::ReduceOp::sum, {}, Buffers::owned,
                             pmr_test::Completion::wait);
+    // The automatic choice does not take it on one rail, however large the vector.
+    pmr::Allreduce<double> automatic(grid, 40000, pmr::ReduceOp::sum);
+    CHECK(automatic.algorithm() != pmr::AllreduceAlgorithm::trinaryx3);
+    check_allreduce<double>(grid, 40000, pmr::ReduceOp::sum, {}, Buffers::owned,
+                            pmr_test::Completion::wait);
+}
+
+TEST_CASE("trinaryx3: the automatic choice takes it on a 3D grid with rails from 128 KiB",
+          "[.][trinaryx3]") {
+    start_together();
+    const auto shapes = shapes_of(pmr_test::world_size());
+    pmr::Communicator grid(MPI_COMM_WORLD, shapes.front(), {true, true, true});
+    const std::size_t large = 128 * 1024 / sizeof(double);
+    pmr::Allreduce<double> big(grid, large, pmr::ReduceOp::sum);
+    CHECK(big.algorithm() == pmr::AllreduceAlgorithm::trinaryx3);
+    pmr::Allreduce<double> small(grid, large - 1, pmr::ReduceOp::sum);
+    CHECK(small.algorithm() != pmr::AllreduceAlgorithm::trinaryx3);
+    // Bitwise what the named algorithm gives.
+    const auto x = input_of<double>(grid.rank(), large, 91);
+    pmr::Allreduce<double> named(grid, large, pmr::ReduceOp::sum,
+                                 {pmr::AllreduceAlgorithm::trinaryx3});
+    std::copy(x.begin(), x.end(), big.data());
+    std::copy(x.begin(), x.end(), named.data());
+    big();
+    named();
+    CHECK(same_bits(big.data(), named.data(), large));
+    // A flat communicator keeps the other algorithms.
+    pmr::Communicator flat(MPI_COMM_WORLD);
+    pmr::Allreduce<double> unshaped(flat, large, pmr::ReduceOp::sum);
+    CHECK(unshaped.algorithm() != pmr::AllreduceAlgorithm::trinaryx3);
 }
 
 TEST_CASE("trinaryx3: bitwise against its documented order on every 3D shape", "[.][trinaryx3]") {

@@ -65,14 +65,13 @@ public:
         : AllreduceVariant(std::move(name), Family::pmr,
                            "pmr::Allreduce<double>, " + std::string(pmr::to_string(algorithm)) +
                                ", library-owned buffer, in place" +
-                               (algorithm == pmr::AllreduceAlgorithm::trinaryx3
-                                    ? ", periodic 3D grid of the world"
-                                    : ""),
+                               (on_grid(algorithm) ? ", periodic 3D grid of the world" : ""),
                            context),
           algorithm_(algorithm) {}
 
     void prepare(std::size_t bytes) override {
-        comm_ = algorithm_ == pmr::AllreduceAlgorithm::trinaryx3
+        // The automatic choice sees the grid a 3D stencil code would pass (Trinaryx3 needs one).
+        comm_ = on_grid(algorithm_)
                     ? std::make_unique<pmr::Communicator>(MPI_COMM_WORLD, std::vector<int>{0, 0, 0},
                                                           std::vector<bool>{true, true, true})
                     : std::make_unique<pmr::Communicator>(MPI_COMM_WORLD);
@@ -98,6 +97,11 @@ public:
     }
 
 private:
+    static bool on_grid(pmr::AllreduceAlgorithm algorithm) {
+        return algorithm == pmr::AllreduceAlgorithm::trinaryx3 ||
+               algorithm == pmr::AllreduceAlgorithm::automatic;
+    }
+
     pmr::AllreduceAlgorithm algorithm_;
     std::unique_ptr<pmr::Communicator> comm_;
     pmr::Allreduce<double> reduce_;

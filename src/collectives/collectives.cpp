@@ -76,6 +76,10 @@ constexpr int direct_max_ranks = 16;
 /// ... and sends vectors of up to this many bytes whole to every rank (one step), larger ones
 /// as p chunks (two steps).
 constexpr std::size_t direct_whole_bytes = std::size_t{8} * 1024;
+/// The automatic allreduce takes Trinaryx3 from this size on a 3D grid with three rails per
+/// connection (emulated K computer, 8 ranks on 2 cores, time scale 20: it loses to recursive
+/// doubling at 64 KiB and wins from 256 KiB; at scale 200, network-bound, it wins at every size).
+constexpr std::size_t trinaryx3_min_bytes = std::size_t{128} * 1024;
 /// Allgathers of up to this many bytes in all take recursive doubling.
 constexpr std::size_t allgather_ring_threshold_bytes = std::size_t{256} * 1024;
 
@@ -294,14 +298,18 @@ constexpr std::size_t trinaryx3_rails = 3;
 /// The grid of a Trinaryx3 allreduce, after checking on every rank (so that every rank throws
 /// alike) that the communicator is 3D Cartesian and that every connection of the plan has at
 /// least three rails (lanes take distinct rails, by device name: see coll::Send::lane). Creates
-/// those connections.
-coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connections,
-                           const std::string& where) {
+/// those connections. Unless `required`, a communicator or connections that do not fit give no
+/// grid instead of an exception (the same answer on every rank).
+std::optional<coll::Grid3> trinaryx3_grid(const Communicator& comm, coll::Connections& connections,
+                                          const std::string& where, bool required = true) {
     const char* choose = "Choose recursive_doubling, ring or automatic, or run on a provider with "
                          "rails (PMR_PROVIDER=tofu with PMR_TOFU_TNIS >= 3, or ucx with "
                          "PMR_RAILS >= 3) on a 3D pmr::Communicator.";
     if (comm.dimensions() != 3) {
         // The same on every rank: the communicator is.
+        if (!required) {
+            return std::nullopt;
+        }
         raise<ArgumentError>("the trinaryx3 algorithm needs a 3D Cartesian communicator; this "
                              "one has " +
                                  std::to_string(comm.dimensions()) + " grid dimension(s)",
@@ -344,6 +352,9 @@ coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connecti
         gather_values(comm, connections, &bad, 1, where + " (rails of the grid)");
     for (std::size_t r = 0; r < size; ++r) {
         if (verdicts[r] != 0) {
+            if (!required) {
+                return std::nullopt;
+            }
             raise<ArgumentError>(
                 "the trinaryx3 algorithm needs connections with at least 3 rails to its grid "
                 "neighbours; " +
@@ -361,7 +372,7 @@ coll::Grid3 trinaryx3_grid(const Communicator& comm, coll::Connections& connecti
 /// gather about their nodes.
 AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connections& connections,
                                        std::size_t bytes, std::size_t count, ReductionOrder order,
-                                       const std::string& where) {
+                                       const std::string& where, std::optional<coll::Grid3>& grid) {
     const int size = comm.size();
     if (size > 1 && size <= direct_max_ranks) {
         // One node, and shm between its processes (a forced network provider keeps its
@@ -378,6 +389,15 @@ AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connectio
             const bool whole = bytes <= direct_whole_bytes || count < 2;
             return size == 2 && whole ? AllreduceAlgorithm::recursive_doubling
                                       : AllreduceAlgorithm::direct;
+        }
+    }
+    // A 3D grid whose connections all have three rails (tofu's TNIs, UCX rails): Trinaryx3 keeps
+    // the three busy at once. Below trinaryx3_min_bytes its six steps cost more than they save.
+    if (comm.dimensions() == 3 && bytes >= trinaryx3_min_bytes &&
+        count >= 3 * static_cast<std::size_t>(size)) {
+        grid = trinaryx3_grid(comm, connections, where, false);
+        if (grid) {
+            return AllreduceAlgorithm::trinaryx3;
         }
     }
     const std::size_t moved = order == ReductionOrder::rank
@@ -558,8 +578,9 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                          -1,
                          problem.empty() ? 0 : 1};
     agree(comm, state->connections, descriptor, where, problem);
+    std::optional<coll::Grid3> grid;
     if (algorithm == AllreduceAlgorithm::automatic) {
-        algorithm = automatic_allreduce(comm, state->connections, bytes, count, order, where);
+        algorithm = automatic_allreduce(comm, state->connections, bytes, count, order, where, grid);
     }
 
     const coll::Reducer reducer = element.reducer(op);
@@ -567,8 +588,7 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
         raise<ArgumentError>(std::string(to_string(op)) + " is not defined for " + element.name,
                              where, "Use sum for complex numbers, or reduce real parts.");
     }
-    std::optional<coll::Grid3> grid;
-    if (algorithm == AllreduceAlgorithm::trinaryx3) {
+    if (algorithm == AllreduceAlgorithm::trinaryx3 && !grid) {
         grid = trinaryx3_grid(comm, state->connections, where);
     }
     if (out == nullptr) {
