@@ -750,7 +750,7 @@ TEST_CASE("trinaryx3: the automatic choice takes it on a 3D grid with rails from
     start_together();
     const auto shapes = shapes_of(pmr_test::world_size());
     pmr::Communicator grid(MPI_COMM_WORLD, shapes.front(), {true, true, true});
-    const std::size_t large = 128 * 1024 / sizeof(double);
+    const std::size_t large = std::size_t{128} * 1024 / sizeof(double);
     pmr::Allreduce<double> big(grid, large, pmr::ReduceOp::sum);
     CHECK(big.algorithm() == pmr::AllreduceAlgorithm::trinaryx3);
     pmr::Allreduce<double> small(grid, large - 1, pmr::ReduceOp::sum);
