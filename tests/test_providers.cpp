@@ -17,11 +17,16 @@ namespace {
 
 using pmr_test::world_rank;
 
+// Entries of a directory, without Open MPI's shared-memory segments: other MPI jobs running on
+// the machine at the same time create and remove theirs (named vader_segment.* or sm_segment.*).
 std::size_t entries_in(const char* directory) {
     std::size_t n = 0;
     if (DIR* d = opendir(directory)) {
-        while (readdir(d) != nullptr) {
-            ++n;
+        while (const dirent* entry = readdir(d)) {
+            const std::string name = entry->d_name;
+            if (name.rfind("vader_segment.", 0) != 0 && name.rfind("sm_segment.", 0) != 0) {
+                ++n;
+            }
         }
         closedir(d);
     }
