@@ -169,7 +169,7 @@ TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
 TofuProcess::~TofuProcess() {
     if (engine_thread_.joinable()) {
         {
-            std::lock_guard<std::mutex> lock(engine_mutex_);
+            std::lock_guard<std::mutex> lock(sleep_mutex_);
             engine_stop_ = true;
         }
         engine_wake_.notify_one();
@@ -179,46 +179,76 @@ TofuProcess::~TofuProcess() {
     drain_locked();
 }
 
+void TofuProcess::wake_engine() noexcept {
+    if (engine_asleep_.load(std::memory_order_acquire)) {
+        {
+            std::lock_guard<std::mutex> lock(sleep_mutex_);
+            engine_asleep_.store(false, std::memory_order_release);
+        }
+        engine_wake_.notify_one();
+    }
+}
+
 void TofuProcess::engine() noexcept {
     // The hardware's stand-in, and only its safety net: callers that poll land commands at their
-    // modelled times, and while they poll the engine only looks every `active` (its wake-ups
-    // would take the core of a rank that spins). Once no caller has polled for that long, it
-    // wakes at the modelled times itself. Nothing pending for `idle`: it sleeps until a put
-    // wakes it (which only then costs the put a system call).
+    // modelled times. While they poll (the last poll less than `active` ago) the engine neither
+    // works nor takes the queues' lock: it only looks again `active` after that poll, since a
+    // wake-up that contends with a spinning caller for the lock delays the caller's next poll,
+    // and with it the landing of its commands, by tens of microseconds. Once no caller has
+    // polled for `active`, it lands commands at their modelled times itself. Nothing pending for
+    // `idle`: it sleeps until a put wakes it (which only then costs the put a system call).
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
     constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
     constexpr std::int64_t active = 200000;
     constexpr std::int64_t idle = 50000000;
     constexpr std::int64_t retry = 200000; // a full notice queue at the target
+    const auto at = [](std::int64_t ns) {
+        return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+    };
     std::int64_t idle_since = now_ns();
-    std::unique_lock<std::mutex> lock(engine_mutex_);
+    std::unique_lock<std::mutex> sleep(sleep_mutex_);
     while (!engine_stop_) {
-        std::int64_t next = never;
-        for (std::size_t t = 0; t < node_->tnis(); ++t) {
-            CommandQueue& queue = node_->queue(t);
-            queue.progress();
-            next = std::min(next, queue.next_due());
+        std::int64_t now = now_ns();
+        const std::int64_t polled = last_poll_.load(std::memory_order_relaxed);
+        if (now - polled < active) {
+            engine_wake_.wait_until(sleep, at(polled + active), [this] { return engine_stop_; });
+            idle_since = now;
+            continue;
         }
-        const std::int64_t now = now_ns();
-        if (next == never) {
-            if (now - idle_since >= idle) {
-                engine_asleep_ = true;
-                engine_wake_.wait(lock, [this] { return engine_stop_ || !engine_asleep_; });
-                idle_since = now_ns();
-                continue;
+        sleep.unlock();
+        std::int64_t next = never;
+        bool asleep = false;
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            for (std::size_t t = 0; t < node_->tnis(); ++t) {
+                CommandQueue& queue = node_->queue(t);
+                queue.progress();
+                next = std::min(next, queue.next_due());
             }
+            now = now_ns();
+            if (next == never && now - idle_since >= idle) {
+                // Under the queues' lock: a put issued after this sees the flag and wakes it.
+                engine_asleep_.store(true, std::memory_order_release);
+                asleep = true;
+            }
+        }
+        sleep.lock();
+        if (asleep) {
+            engine_wake_.wait(sleep, [this] {
+                return engine_stop_ || !engine_asleep_.load(std::memory_order_acquire);
+            });
+            idle_since = now_ns();
+            continue;
+        }
+        if (next == never) {
             next = now + active;
         } else {
             idle_since = now;
             if (next <= now) {
                 next = now + retry;
             }
-            if (now - last_poll_ < active) {
-                next = std::max(next, last_poll_ + active);
-            }
         }
-        engine_wake_.wait_until(
-            lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+        engine_wake_.wait_until(sleep, at(next), [this] { return engine_stop_; });
     }
 }
 
@@ -347,9 +377,8 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
                                            from + offset, piece, flags, cookie);
             if (status == Status::busy) {
                 progress_locked();
-            } else if (engine_asleep_) {
-                engine_asleep_ = false;
-                engine_wake_.notify_one();
+            } else {
+                wake_engine();
             }
         }
         if (status == Status::ok) {
@@ -414,9 +443,8 @@ void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t r
     }
     if (!modelled) {
         drain_locked();
-    } else if (engine_asleep_) {
-        engine_asleep_ = false;
-        engine_wake_.notify_one();
+    } else {
+        wake_engine();
     }
 }
 
@@ -434,7 +462,7 @@ void TofuProcess::progress() noexcept {
 
 void TofuProcess::progress_locked() noexcept {
     if (engine_thread_.joinable()) {
-        last_poll_ = now_ns();
+        last_poll_.store(now_ns(), std::memory_order_relaxed);
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);

@@ -12,6 +12,7 @@
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -157,6 +158,8 @@ private:
     /// modelled time whether or not a caller polls (a sender may report its put complete and
     /// stop polling, or be descheduled); callers that poll land them as well.
     void engine() noexcept;
+    /// Wakes the engine if it sleeps until a put (call with engine_mutex_ held, after the put).
+    void wake_engine() noexcept;
     void progress_locked() noexcept;
     void dispatch(std::size_t tni, const RemoteNotice& notice) noexcept;
     void notify_locked(std::size_t tni, const Peer& peer, std::size_t remote_tni,
@@ -176,9 +179,12 @@ private:
     std::map<std::pair<std::size_t, std::uint64_t>, int> failures_;
     std::map<std::uint64_t, Peer> peers_; ///< by node id
     std::size_t rotation_ = 0;
+    /// When a caller last progressed the queues (now_ns()); read by the engine without the lock.
+    std::atomic<std::int64_t> last_poll_{0};
+    /// The engine waits for a put to wake it: set under engine_mutex_, cleared under sleep_mutex_.
+    std::atomic<bool> engine_asleep_{false};
+    std::mutex sleep_mutex_; // engine_stop_, the engine's sleep
     std::condition_variable engine_wake_;
-    std::int64_t last_poll_ = 0; ///< when a caller last progressed the queues (now_ns())
-    bool engine_asleep_ = false; ///< the engine waits for a put to wake it
     bool engine_stop_ = false;
     std::thread engine_thread_; ///< only with the model on
 
