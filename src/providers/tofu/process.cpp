@@ -12,7 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <utility>
 
 namespace pmr::detail::tofu {
@@ -59,6 +63,31 @@ TofuSettings read_settings() {
         s.queue_depth = static_cast<std::size_t>(n);
     }
     return s;
+}
+
+// Linux's EEVDF scheduler (6.6 and later) lets a woken thread preempt a running one only once
+// that one has used its time slice (0.7-3 ms) unless the woken one asks for a shorter slice: the
+// engine runs for microseconds, and when it is woken because a caller stopped polling, every
+// core is often busy with spinning waits (pmr's, MPI's). A slice of 100 us (the shortest
+// allowed) lets it in at once. Older kernels ignore the request (or refuse it: then nothing
+// changes).
+void request_short_slice() noexcept {
+    struct Attributes { // struct sched_attr of the sched_setattr(2) manual page
+        std::uint32_t size;
+        std::uint32_t policy;
+        std::uint64_t flags;
+        std::int32_t nice;
+        std::uint32_t priority;
+        std::uint64_t runtime;
+        std::uint64_t deadline;
+        std::uint64_t period;
+    };
+    Attributes attributes{};
+    attributes.size = sizeof attributes;
+    attributes.policy = SCHED_OTHER;
+    attributes.nice = getpriority(PRIO_PROCESS, 0);
+    attributes.runtime = 100000; // ns
+    (void)syscall(SYS_sched_setattr, 0, &attributes, 0U);
 }
 
 std::mutex instance_mutex;
@@ -168,11 +197,8 @@ TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
 
 TofuProcess::~TofuProcess() {
     if (engine_thread_.joinable()) {
-        {
-            std::lock_guard<std::mutex> lock(sleep_mutex_);
-            engine_stop_ = true;
-        }
-        engine_wake_.notify_one();
+        engine_stop_.store(true, std::memory_order_release);
+        node_->wake_engine();
         engine_thread_.join();
     }
     std::lock_guard<std::mutex> lock(engine_mutex_);
@@ -181,66 +207,70 @@ TofuProcess::~TofuProcess() {
 
 void TofuProcess::wake_engine() noexcept {
     if (engine_asleep_.load(std::memory_order_acquire)) {
-        {
-            std::lock_guard<std::mutex> lock(sleep_mutex_);
-            engine_asleep_.store(false, std::memory_order_release);
-        }
-        engine_wake_.notify_one();
+        engine_asleep_.store(false, std::memory_order_release);
+        node_->wake_engine();
     }
+}
+
+std::int64_t TofuProcess::publish_due_locked() noexcept {
+    std::int64_t next = never_due;
+    for (std::size_t t = 0; t < node_->tnis(); ++t) {
+        next = std::min(next, node_->queue(t).next_due());
+    }
+    node_->set_due(next);
+    return next;
 }
 
 void TofuProcess::engine() noexcept {
     // The hardware's stand-in, and only its safety net: callers that poll land commands at their
     // modelled times. While they poll (the last poll less than `active` ago) the engine neither
-    // works nor takes the queues' lock: it only looks again `active` after that poll, since a
-    // wake-up that contends with a spinning caller for the lock delays the caller's next poll,
-    // and with it the landing of its commands, by tens of microseconds. Once no caller has
-    // polled for `active`, it lands commands at their modelled times itself. Nothing pending for
+    // works nor takes the queues' lock, and looks again only `active` after that poll: on a
+    // machine whose cores the callers' spinning keeps busy, every wake-up costs a caller its
+    // core for a while, and one that contended for the lock delayed a caller's next poll, and
+    // with it the landing of its commands, by tens of microseconds. A caller that stops polling
+    // with commands in flight (its send completed locally; it computes) would leave them to land
+    // up to `active` late; so a peer that polls for them and finds one overdue with no poll here
+    // since wakes the engine at once (through the node's shared segment). Nothing pending for
     // `idle`: it sleeps until a put wakes it (which only then costs the put a system call).
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
-    constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+    request_short_slice();
     constexpr std::int64_t active = 200000;
     constexpr std::int64_t idle = 50000000;
     constexpr std::int64_t retry = 200000; // a full notice queue at the target
-    const auto at = [](std::int64_t ns) {
-        return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
-    };
     std::int64_t idle_since = now_ns();
-    std::unique_lock<std::mutex> sleep(sleep_mutex_);
-    while (!engine_stop_) {
+    bool woken = false; // by a put or a peer: work whoever polled
+    while (!engine_stop_.load(std::memory_order_acquire)) {
+        const std::uint32_t seen = node_->engine_word();
         std::int64_t now = now_ns();
-        const std::int64_t polled = last_poll_.load(std::memory_order_relaxed);
-        if (now - polled < active) {
-            engine_wake_.wait_until(sleep, at(polled + active), [this] { return engine_stop_; });
+        const std::int64_t polled = node_->polled();
+        if (!woken && now - polled < active) {
+            node_->engine_sleep(seen, polled + active);
+            woken = node_->engine_word() != seen;
             idle_since = now;
             continue;
         }
-        sleep.unlock();
-        std::int64_t next = never;
+        std::int64_t next = never_due;
         bool asleep = false;
         {
             std::lock_guard<std::mutex> lock(engine_mutex_);
             for (std::size_t t = 0; t < node_->tnis(); ++t) {
-                CommandQueue& queue = node_->queue(t);
-                queue.progress();
-                next = std::min(next, queue.next_due());
+                node_->queue(t).progress();
             }
+            next = publish_due_locked();
             now = now_ns();
-            if (next == never && now - idle_since >= idle) {
+            if (next == never_due && now - idle_since >= idle) {
                 // Under the queues' lock: a put issued after this sees the flag and wakes it.
                 engine_asleep_.store(true, std::memory_order_release);
                 asleep = true;
             }
         }
-        sleep.lock();
         if (asleep) {
-            engine_wake_.wait(sleep, [this] {
-                return engine_stop_ || !engine_asleep_.load(std::memory_order_acquire);
-            });
+            node_->engine_sleep(seen, never_due);
+            woken = node_->engine_word() != seen;
             idle_since = now_ns();
             continue;
         }
-        if (next == never) {
+        if (next == never_due) {
             next = now + active;
         } else {
             idle_since = now;
@@ -248,7 +278,8 @@ void TofuProcess::engine() noexcept {
                 next = now + retry;
             }
         }
-        engine_wake_.wait_until(sleep, at(next), [this] { return engine_stop_; });
+        node_->engine_sleep(seen, next);
+        woken = node_->engine_word() != seen;
     }
 }
 
@@ -378,6 +409,7 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
             if (status == Status::busy) {
                 progress_locked();
             } else {
+                (void)publish_due_locked();
                 wake_engine();
             }
         }
@@ -444,6 +476,7 @@ void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t r
     if (!modelled) {
         drain_locked();
     } else {
+        (void)publish_due_locked();
         wake_engine();
     }
 }
@@ -461,8 +494,11 @@ void TofuProcess::progress() noexcept {
 }
 
 void TofuProcess::progress_locked() noexcept {
-    if (engine_thread_.joinable()) {
-        last_poll_.store(now_ns(), std::memory_order_relaxed);
+    const bool modelled = engine_thread_.joinable();
+    std::int64_t now = 0;
+    if (modelled) {
+        now = now_ns();
+        node_->set_polled(now);
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
@@ -478,6 +514,15 @@ void TofuProcess::progress_locked() noexcept {
                 } catch (...) { // NOLINT(bugprone-empty-catch): out of memory, error lost
                 }
             }
+        }
+    }
+    if (modelled) {
+        (void)publish_due_locked();
+        // A peer whose caller stopped polling leaves its commands to its engine, which would
+        // look only a while later: wake it once one is overdue (2 us: a polling caller is due).
+        constexpr std::int64_t slack = 2000;
+        for (auto& entry : peers_) {
+            (void)entry.second.node->wake_if_overdue(now, slack);
         }
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {

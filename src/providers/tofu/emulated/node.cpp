@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <limits>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <utility>
@@ -22,7 +25,7 @@ namespace pmr::detail::tofu {
 
 namespace {
 
-constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'31ULL; // "pmrtofu1"
+constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'32ULL; // "pmrtofu2"
 constexpr std::size_t line = 64;
 /// How long a poll waits for a command that is about to land (ns, real time).
 constexpr std::int64_t spin_ns = 2000;
@@ -50,9 +53,25 @@ struct SegmentHeader {
     std::uint64_t entries = 0;
     std::uint32_t tnis = 0;
     std::int32_t pid = 0;
+    /// The earliest modelled landing of a command of this node that has not landed (now_ns()
+    /// time; the largest value if none), and when a caller last progressed its queues: a peer
+    /// that finds the first passed and the second older wakes the node's engine.
+    alignas(line) std::atomic<std::int64_t> due{std::numeric_limits<std::int64_t>::max()};
+    std::atomic<std::int64_t> polled{0};
+    /// The futex word the node's engine sleeps on; bumped to wake it.
+    alignas(line) std::atomic<std::uint32_t> engine_word{0};
 };
 
 constexpr std::size_t header_bytes = 256;
+static_assert(sizeof(SegmentHeader) <= header_bytes);
+static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// Shared futexes (the word lies in a memory file other processes map).
+void futex_wake(std::atomic<std::uint32_t>& word) noexcept {
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr,
+                  nullptr, 0);
+}
 
 std::size_t queue_bytes(std::size_t entries) {
     return sizeof(NoticeQueue) + entries * sizeof(NoticeEntry);
@@ -208,6 +227,65 @@ bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
     notice.piggyback_bytes = entry.piggyback_bytes;
     std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
     queue.head.store(head + 1, std::memory_order_release);
+    return true;
+}
+
+namespace {
+SegmentHeader& header_of(const SharedMapping& segment) noexcept {
+    return *reinterpret_cast<SegmentHeader*>(segment.data());
+}
+} // namespace
+
+void Node::set_polled(std::int64_t now) noexcept {
+    header_of(segment_).polled.store(now, std::memory_order_release);
+}
+
+std::int64_t Node::polled() const noexcept {
+    return header_of(segment_).polled.load(std::memory_order_acquire);
+}
+
+void Node::set_due(std::int64_t due) noexcept {
+    std::atomic<std::int64_t>& word = header_of(segment_).due;
+    if (word.load(std::memory_order_relaxed) != due) {
+        word.store(due, std::memory_order_release);
+    }
+}
+
+std::uint32_t Node::engine_word() const noexcept {
+    return header_of(segment_).engine_word.load(std::memory_order_acquire);
+}
+
+void Node::engine_sleep(std::uint32_t seen, std::int64_t until) const noexcept {
+    std::atomic<std::uint32_t>& word = header_of(segment_).engine_word;
+    if (until == std::numeric_limits<std::int64_t>::max()) {
+        (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, nullptr,
+                      nullptr, 0);
+        return;
+    }
+    timespec deadline{};
+    deadline.tv_sec = static_cast<time_t>(until / 1000000000);
+    deadline.tv_nsec = static_cast<long>(until % 1000000000);
+    // Absolute CLOCK_MONOTONIC time, the clock of now_ns().
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_BITSET, seen,
+                  &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
+void Node::wake_engine() noexcept {
+    std::atomic<std::uint32_t>& word = header_of(segment_).engine_word;
+    word.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake(word);
+}
+
+bool RemoteNode::wake_if_overdue(std::int64_t now, std::int64_t slack) noexcept {
+    SegmentHeader& header = header_of(segment_);
+    const std::int64_t due = header.due.load(std::memory_order_acquire);
+    if (due > now - slack || due == kicked_due_ ||
+        header.polled.load(std::memory_order_acquire) >= due) {
+        return false;
+    }
+    kicked_due_ = due;
+    header.engine_word.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake(header.engine_word);
     return true;
 }
 

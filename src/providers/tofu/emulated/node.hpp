@@ -169,6 +169,10 @@ public:
     std::size_t tnis() const noexcept { return address_.tnis; }
     /// Links between this node and that one, for the timing model (1: a neighbour).
     int hops = 1;
+    /// Wakes that node's engine if a command of it was due to land more than `slack` ns before
+    /// `now` and no caller there has progressed its queues since (it stopped polling), once per
+    /// such command. True if it did. Not thread-safe: one caller at a time.
+    bool wake_if_overdue(std::int64_t now, std::int64_t slack) noexcept;
 
 private:
     friend class CommandQueue;
@@ -177,6 +181,7 @@ private:
 
     NodeAddress address_;
     SharedMapping segment_;
+    std::int64_t kicked_due_ = 0;
 };
 
 /// The command queue of one TNI. Not thread-safe: one caller at a time.
@@ -293,6 +298,22 @@ public:
     RegisteredRegion register_memory(void* address, std::size_t bytes, MemoryLocation location);
     /// The oldest visible notice on `tni`, if any.
     bool poll_notice(std::size_t tni, RemoteNotice& notice) noexcept;
+
+    // The node's engine (the thread that stands in for the hardware, see the tofu provider): its
+    // state lies in the shared segment, so that a peer waiting for this node's commands can wake
+    // it (RemoteNode::wake_if_overdue) when no caller here polls any more.
+    /// A caller progressed the queues at `now`.
+    void set_polled(std::int64_t now) noexcept;
+    std::int64_t polled() const noexcept;
+    /// The earliest modelled landing of a command not landed yet (largest value: none).
+    void set_due(std::int64_t due) noexcept;
+    /// The engine's futex word: read it, check what to do, then engine_sleep() with the value.
+    std::uint32_t engine_word() const noexcept;
+    /// Sleeps until `until` (now_ns() time; the largest value: no limit) unless the word has
+    /// changed from `seen` or changes meanwhile. May return early.
+    void engine_sleep(std::uint32_t seen, std::int64_t until) const noexcept;
+    /// Changes the word and wakes the engine.
+    void wake_engine() noexcept;
 
 private:
     friend class RegisteredRegion;
