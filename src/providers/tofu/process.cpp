@@ -375,14 +375,10 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
     const Stadd stadd = region.stadd + (address - region.address);
     const auto* from = static_cast<const std::byte*>(source);
     if (!settings_.model.enabled && bytes <= max_put_bytes) {
-        // No model: the put is done when it returns, with no command to poll later.
+        // No model: the put is done when it returns, with no command to poll later, and without
+        // the lock (put_at_once touches no queue state; it declines while commands are queued).
         int error = 0;
-        bool done = false;
-        {
-            std::lock_guard<std::mutex> lock(engine_mutex_);
-            done = node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error);
-        }
-        if (done) {
+        if (node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error)) {
             if (error == ESRCH) {
                 raise<PeerLost>("the peer process exited during a put", where);
             }
@@ -489,6 +485,11 @@ void TofuProcess::drain_locked() noexcept {
 }
 
 void TofuProcess::progress() noexcept {
+    if (!settings_.model.enabled && node_->idle() && !node_->notice_waiting()) {
+        // No model: puts are done when they return, so only queued commands (notices held up
+        // by a full notice queue at their target) and arrived notices need the lock.
+        return;
+    }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     progress_locked();
 }

@@ -60,6 +60,9 @@ struct SegmentHeader {
     std::atomic<std::int64_t> polled{0};
     /// The futex word the node's engine sleeps on; bumped to wake it.
     alignas(line) std::atomic<std::uint32_t> engine_word{0};
+    /// Notices delivered to the node on all TNIs, bumped after each is published: the node looks
+    /// at its queues only when this differs from the number it has polled.
+    alignas(line) std::atomic<std::uint64_t> notices{0};
 };
 
 constexpr std::size_t header_bytes = 256;
@@ -227,6 +230,8 @@ bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
     notice.piggyback_bytes = entry.piggyback_bytes;
     std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
     queue.head.store(head + 1, std::memory_order_release);
+    polled_notices_.store(polled_notices_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
     return true;
 }
 
@@ -289,6 +294,12 @@ bool RemoteNode::wake_if_overdue(std::int64_t now, std::int64_t slack) noexcept 
     return true;
 }
 
+bool Node::notice_waiting() const noexcept {
+    return reinterpret_cast<const SegmentHeader*>(segment_.data())
+               ->notices.load(std::memory_order_acquire) !=
+           polled_notices_.load(std::memory_order_relaxed);
+}
+
 RemoteNode::RemoteNode(const NodeAddress& address, const std::string& where) : address_(address) {
     segment_ =
         SharedMapping::open(address.pid, address.fd, 0, address.segment_bytes, where.c_str());
@@ -303,7 +314,7 @@ RemoteNode::RemoteNode(const NodeAddress& address, const std::string& where) : a
 }
 
 bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
-    const auto* header = reinterpret_cast<const SegmentHeader*>(segment_.data());
+    auto* header = reinterpret_cast<SegmentHeader*>(segment_.data());
     NoticeQueue& queue = notice_queue(segment_.data(), header->entries, tni);
     std::uint64_t ticket = queue.tail.load(std::memory_order_relaxed);
     do {
@@ -321,6 +332,7 @@ bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
     entry.piggyback_bytes = notice.piggyback_bytes;
     std::memcpy(entry.piggyback, notice.piggyback.data(), piggyback_capacity);
     entry.sequence.store(ticket + 1, std::memory_order_release);
+    header->notices.fetch_add(1, std::memory_order_acq_rel);
     return true;
 }
 
@@ -366,7 +378,7 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
 bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                                Stadd stadd, const void* source, std::size_t bytes, int& error) {
     const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
-    if (node_.model().enabled() || !commands_.empty()) {
+    if (node_.model().enabled() || !idle()) {
         return false; // modelled, or behind commands it must not overtake
     }
     error = 0;
@@ -474,6 +486,8 @@ Status CommandQueue::issue(Command&& command) {
         command.times.land = std::max(command.times.land, command.flags.not_before);
     }
     commands_.push_back(std::move(command));
+    queued_.store(commands_.size(), std::memory_order_release);
+    node_.queued_.fetch_add(1, std::memory_order_acq_rel);
     run(false);
     return Status::ok;
 }
@@ -581,6 +595,8 @@ void CommandQueue::run(bool ignore_model) noexcept {
 void CommandQueue::retire() noexcept {
     while (reported_ > 0 && commands_.front().finished) {
         commands_.pop_front();
+        queued_.store(commands_.size(), std::memory_order_release);
+        node_.queued_.fetch_sub(1, std::memory_order_acq_rel);
         --reported_;
     }
 }

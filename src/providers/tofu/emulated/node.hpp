@@ -200,7 +200,8 @@ public:
                const PutFlags& flags, std::uint64_t& cookie);
     /// With the model off and no command queued: puts at once, without a notice and without a
     /// completion to poll (`error`: errno of a failed transfer, 0 on success). False, doing
-    /// nothing, where put() is needed. @throws as put().
+    /// nothing, where put() is needed. @throws as put(). Thread-safe (it touches no queue
+    /// state), but it does not order itself behind commands other threads queue concurrently.
     bool put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                      Stadd stadd, const void* source, std::size_t bytes, int& error);
     /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
@@ -224,6 +225,10 @@ public:
 
     /// Commands whose completion was not polled.
     std::size_t outstanding() const noexcept { return commands_.size() - reported_; }
+    /// Whether no command is queued (landed and reported commands are gone). Unlike the rest of
+    /// the queue, callable from any thread: with the model off, puts that find the queue empty
+    /// need not take the caller's lock (put_at_once).
+    bool idle() const noexcept { return queued_.load(std::memory_order_acquire) == 0; }
     std::size_t depth() const noexcept { return depth_; }
     std::size_t tni() const noexcept { return tni_; }
 
@@ -271,6 +276,7 @@ private:
     std::size_t depth_;
     std::uint64_t next_cookie_ = 1;
     std::deque<Command> commands_;
+    std::atomic<std::size_t> queued_{0}; ///< commands_.size(), for idle()
     std::size_t reported_ = 0; ///< commands at the front of commands_ whose completion was polled
 };
 
@@ -298,6 +304,10 @@ public:
     RegisteredRegion register_memory(void* address, std::size_t bytes, MemoryLocation location);
     /// The oldest visible notice on `tni`, if any.
     bool poll_notice(std::size_t tni, RemoteNotice& notice) noexcept;
+    /// Whether poll_notice() would find a notice on some TNI (callable from any thread).
+    bool notice_waiting() const noexcept;
+    /// Whether no command is queued on any TNI (callable from any thread).
+    bool idle() const noexcept { return queued_.load(std::memory_order_acquire) == 0; }
 
     // The node's engine (the thread that stands in for the hardware, see the tofu provider): its
     // state lies in the shared segment, so that a peer waiting for this node's commands can wake
@@ -328,6 +338,9 @@ private:
     std::map<Stadd, RegionKey> regions_;
     Stadd next_stadd_ = stadd_alignment;
     std::uint64_t next_serial_ = 1; ///< issue order over all queues (callers serialise them)
+    friend class CommandQueue;
+    std::atomic<std::size_t> queued_{0};           ///< commands queued on all TNIs
+    std::atomic<std::uint64_t> polled_notices_{0}; ///< notices poll_notice() has returned
 };
 
 /// Encodes/decodes values in a Blob (set-up messages).
