@@ -224,17 +224,19 @@ std::int64_t TofuProcess::publish_due_locked() noexcept {
 void TofuProcess::engine() noexcept {
     // The hardware's stand-in, and only its safety net: callers that poll land commands at their
     // modelled times. While they poll (the last poll less than `active` ago) the engine neither
-    // works nor takes the queues' lock, and looks again only `active` after that poll: on a
-    // machine whose cores the callers' spinning keeps busy, every wake-up costs a caller its
-    // core for a while, and one that contended for the lock delayed a caller's next poll, and
-    // with it the landing of its commands, by tens of microseconds. A caller that stops polling
-    // with commands in flight (its send completed locally; it computes) would leave them to land
-    // up to `active` late; so a peer that polls for them and finds one overdue with no poll here
-    // since wakes the engine at once (through the node's shared segment). Nothing pending for
-    // `idle`: it sleeps until a put wakes it (which only then costs the put a system call).
+    // works nor takes the queues' lock: on a machine whose cores the callers' spinning keeps
+    // busy, every wake-up costs a caller its core for a while (waking every 20 us took an 8 B
+    // ping-pong round from 19 to 33 us), and one that contended for the lock delayed a caller's
+    // next poll, and with it the landing of its commands, by tens of microseconds. A caller that
+    // stops polling with commands in flight (its send completed locally; it computes) leaves
+    // them to the engine: a peer that polls for them and finds one overdue with no poll here
+    // since wakes it at once (through the node's shared segment); otherwise it looks again
+    // `polled_check` after the last poll. Nothing pending for `idle`: it sleeps until a put wakes
+    // it (which only then costs the put a system call).
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
     request_short_slice();
     constexpr std::int64_t active = 200000;
+    constexpr std::int64_t polled_check = 2000000;
     constexpr std::int64_t idle = 50000000;
     constexpr std::int64_t retry = 200000; // a full notice queue at the target
     std::int64_t idle_since = now_ns();
@@ -244,7 +246,7 @@ void TofuProcess::engine() noexcept {
         std::int64_t now = now_ns();
         const std::int64_t polled = node_->polled();
         if (!woken && now - polled < active) {
-            node_->engine_sleep(seen, polled + active);
+            node_->engine_sleep(seen, polled + polled_check);
             woken = node_->engine_word() != seen;
             idle_since = now;
             continue;
