@@ -379,8 +379,11 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
     if (!settings_.model.enabled && bytes <= max_put_bytes) {
         // No model: the put is done when it returns, with no command to poll later, and without
         // the lock (put_at_once touches no queue state; it declines while commands are queued).
+        // Checked above: the range lies in the region, which unpack() found on the peer's node,
+        // and it is within the Tofu limit.
         int error = 0;
-        if (node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error)) {
+        if (node_->queue(tni).put_at_once_checked(*key.region, address - region.address, from,
+                                                  bytes, error)) {
             if (error == ESRCH) {
                 raise<PeerLost>("the peer process exited during a put", where);
             }

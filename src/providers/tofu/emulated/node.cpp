@@ -378,6 +378,11 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
 bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                                Stadd stadd, const void* source, std::size_t bytes, int& error) {
     const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
+    return put_at_once_checked(target, static_cast<std::uint64_t>(offset), source, bytes, error);
+}
+
+bool CommandQueue::put_at_once_checked(const RemoteRegion& target, std::uint64_t offset,
+                                       const void* source, std::size_t bytes, int& error) noexcept {
     if (node_.model().enabled() || !idle()) {
         return false; // modelled, or behind commands it must not overtake
     }
@@ -390,7 +395,7 @@ bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const Re
         return true;
     }
     iovec local{const_cast<void*>(source), bytes}; // NOLINT(cppcoreguidelines-pro-type-const-cast)
-    const std::uint64_t remote = target.key().address + static_cast<std::uint64_t>(offset);
+    const std::uint64_t remote = target.key().address + offset;
     iovec far{reinterpret_cast<void*>(remote), bytes}; // NOLINT(performance-no-int-to-ptr)
     const ssize_t done = process_vm_writev(target.key().pid, &local, 1, &far, 1, 0);
     if (done != static_cast<ssize_t>(bytes)) {

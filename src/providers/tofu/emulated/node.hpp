@@ -204,6 +204,10 @@ public:
     /// state), but it does not order itself behind commands other threads queue concurrently.
     bool put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                      Stadd stadd, const void* source, std::size_t bytes, int& error);
+    /// put_at_once() for a caller that has itself checked the put against the Tofu limit and
+    /// the region (it writes [offset, offset + bytes) of `target`).
+    bool put_at_once_checked(const RemoteRegion& target, std::uint64_t offset, const void* source,
+                             std::size_t bytes, int& error) noexcept;
     /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
     Status get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source, Stadd stadd,
                void* destination, std::size_t bytes, std::uint64_t& cookie);
