@@ -12,7 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <utility>
 
 namespace pmr::detail::tofu {
@@ -59,6 +63,31 @@ TofuSettings read_settings() {
         s.queue_depth = static_cast<std::size_t>(n);
     }
     return s;
+}
+
+// Linux's EEVDF scheduler (6.6 and later) lets a woken thread preempt a running one only once
+// that one has used its time slice (0.7-3 ms) unless the woken one asks for a shorter slice: the
+// engine runs for microseconds, and when it is woken because a caller stopped polling, every
+// core is often busy with spinning waits (pmr's, MPI's). A slice of 100 us (the shortest
+// allowed) lets it in at once. Older kernels ignore the request (or refuse it: then nothing
+// changes).
+void request_short_slice() noexcept {
+    struct Attributes { // struct sched_attr of the sched_setattr(2) manual page
+        std::uint32_t size;
+        std::uint32_t policy;
+        std::uint64_t flags;
+        std::int32_t nice;
+        std::uint32_t priority;
+        std::uint64_t runtime;
+        std::uint64_t deadline;
+        std::uint64_t period;
+    };
+    Attributes attributes{};
+    attributes.size = sizeof attributes;
+    attributes.policy = SCHED_OTHER;
+    attributes.nice = getpriority(PRIO_PROCESS, 0);
+    attributes.runtime = 100000; // ns
+    (void)syscall(SYS_sched_setattr, 0, &attributes, 0U);
 }
 
 std::mutex instance_mutex;
@@ -168,57 +197,91 @@ TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
 
 TofuProcess::~TofuProcess() {
     if (engine_thread_.joinable()) {
-        {
-            std::lock_guard<std::mutex> lock(engine_mutex_);
-            engine_stop_ = true;
-        }
-        engine_wake_.notify_one();
+        engine_stop_.store(true, std::memory_order_release);
+        node_->wake_engine();
         engine_thread_.join();
     }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     drain_locked();
 }
 
+void TofuProcess::wake_engine() noexcept {
+    if (engine_asleep_.load(std::memory_order_acquire)) {
+        engine_asleep_.store(false, std::memory_order_release);
+        node_->wake_engine();
+    }
+}
+
+std::int64_t TofuProcess::publish_due_locked() noexcept {
+    std::int64_t next = never_due;
+    for (std::size_t t = 0; t < node_->tnis(); ++t) {
+        next = std::min(next, node_->queue(t).next_due());
+    }
+    node_->set_due(next);
+    return next;
+}
+
 void TofuProcess::engine() noexcept {
     // The hardware's stand-in, and only its safety net: callers that poll land commands at their
-    // modelled times, and while they poll the engine only looks every `active` (its wake-ups
-    // would take the core of a rank that spins). Once no caller has polled for that long, it
-    // wakes at the modelled times itself. Nothing pending for `idle`: it sleeps until a put
-    // wakes it (which only then costs the put a system call).
+    // modelled times. While they poll (the last poll less than `active` ago) the engine neither
+    // works nor takes the queues' lock: on a machine whose cores the callers' spinning keeps
+    // busy, every wake-up costs a caller its core for a while (waking every 20 us took an 8 B
+    // ping-pong round from 19 to 33 us), and one that contended for the lock delayed a caller's
+    // next poll, and with it the landing of its commands, by tens of microseconds. A caller that
+    // stops polling with commands in flight (its send completed locally; it computes) leaves
+    // them to the engine: a peer that polls for them and finds one overdue with no poll here
+    // since wakes it at once (through the node's shared segment); otherwise it looks again
+    // `polled_check` after the last poll. Nothing pending for `idle`: it sleeps until a put wakes
+    // it (which only then costs the put a system call).
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); // not up to 50 us late
-    constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+    request_short_slice();
     constexpr std::int64_t active = 200000;
+    constexpr std::int64_t polled_check = 2000000;
     constexpr std::int64_t idle = 50000000;
     constexpr std::int64_t retry = 200000; // a full notice queue at the target
     std::int64_t idle_since = now_ns();
-    std::unique_lock<std::mutex> lock(engine_mutex_);
-    while (!engine_stop_) {
-        std::int64_t next = never;
-        for (std::size_t t = 0; t < node_->tnis(); ++t) {
-            CommandQueue& queue = node_->queue(t);
-            queue.progress();
-            next = std::min(next, queue.next_due());
+    bool woken = false; // by a put or a peer: work whoever polled
+    while (!engine_stop_.load(std::memory_order_acquire)) {
+        const std::uint32_t seen = node_->engine_word();
+        std::int64_t now = now_ns();
+        const std::int64_t polled = node_->polled();
+        if (!woken && now - polled < active) {
+            node_->engine_sleep(seen, polled + polled_check);
+            woken = node_->engine_word() != seen;
+            idle_since = now;
+            continue;
         }
-        const std::int64_t now = now_ns();
-        if (next == never) {
-            if (now - idle_since >= idle) {
-                engine_asleep_ = true;
-                engine_wake_.wait(lock, [this] { return engine_stop_ || !engine_asleep_; });
-                idle_since = now_ns();
-                continue;
+        std::int64_t next = never_due;
+        bool asleep = false;
+        {
+            std::lock_guard<std::mutex> lock(engine_mutex_);
+            for (std::size_t t = 0; t < node_->tnis(); ++t) {
+                node_->queue(t).progress();
             }
+            next = publish_due_locked();
+            now = now_ns();
+            if (next == never_due && now - idle_since >= idle) {
+                // Under the queues' lock: a put issued after this sees the flag and wakes it.
+                engine_asleep_.store(true, std::memory_order_release);
+                asleep = true;
+            }
+        }
+        if (asleep) {
+            node_->engine_sleep(seen, never_due);
+            woken = node_->engine_word() != seen;
+            idle_since = now_ns();
+            continue;
+        }
+        if (next == never_due) {
             next = now + active;
         } else {
             idle_since = now;
             if (next <= now) {
                 next = now + retry;
             }
-            if (now - last_poll_ < active) {
-                next = std::max(next, last_poll_ + active);
-            }
         }
-        engine_wake_.wait_until(
-            lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+        node_->engine_sleep(seen, next);
+        woken = node_->engine_word() != seen;
     }
 }
 
@@ -314,14 +377,13 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
     const Stadd stadd = region.stadd + (address - region.address);
     const auto* from = static_cast<const std::byte*>(source);
     if (!settings_.model.enabled && bytes <= max_put_bytes) {
-        // No model: the put is done when it returns, with no command to poll later.
+        // No model: the put is done when it returns, with no command to poll later, and without
+        // the lock (put_at_once touches no queue state; it declines while commands are queued).
+        // Checked above: the range lies in the region, which unpack() found on the peer's node,
+        // and it is within the Tofu limit.
         int error = 0;
-        bool done = false;
-        {
-            std::lock_guard<std::mutex> lock(engine_mutex_);
-            done = node_->queue(tni).put_at_once(key.node, *key.region, stadd, from, bytes, error);
-        }
-        if (done) {
+        if (node_->queue(tni).put_at_once_checked(*key.region, address - region.address, from,
+                                                  bytes, error)) {
             if (error == ESRCH) {
                 raise<PeerLost>("the peer process exited during a put", where);
             }
@@ -347,9 +409,9 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
                                            from + offset, piece, flags, cookie);
             if (status == Status::busy) {
                 progress_locked();
-            } else if (engine_asleep_) {
-                engine_asleep_ = false;
-                engine_wake_.notify_one();
+            } else {
+                (void)publish_due_locked();
+                wake_engine();
             }
         }
         if (status == Status::ok) {
@@ -414,9 +476,9 @@ void TofuProcess::notify_locked(std::size_t tni, const Peer& peer, std::size_t r
     }
     if (!modelled) {
         drain_locked();
-    } else if (engine_asleep_) {
-        engine_asleep_ = false;
-        engine_wake_.notify_one();
+    } else {
+        (void)publish_due_locked();
+        wake_engine();
     }
 }
 
@@ -428,13 +490,21 @@ void TofuProcess::drain_locked() noexcept {
 }
 
 void TofuProcess::progress() noexcept {
+    if (!settings_.model.enabled && node_->idle() && !node_->notice_waiting()) {
+        // No model: puts are done when they return, so only queued commands (notices held up
+        // by a full notice queue at their target) and arrived notices need the lock.
+        return;
+    }
     std::lock_guard<std::mutex> lock(engine_mutex_);
     progress_locked();
 }
 
 void TofuProcess::progress_locked() noexcept {
-    if (engine_thread_.joinable()) {
-        last_poll_ = now_ns();
+    const bool modelled = engine_thread_.joinable();
+    std::int64_t now = 0;
+    if (modelled) {
+        now = now_ns();
+        node_->set_polled(now);
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
@@ -450,6 +520,15 @@ void TofuProcess::progress_locked() noexcept {
                 } catch (...) { // NOLINT(bugprone-empty-catch): out of memory, error lost
                 }
             }
+        }
+    }
+    if (modelled) {
+        (void)publish_due_locked();
+        // A peer whose caller stopped polling leaves its commands to its engine, which would
+        // look only a while later: wake it once one is overdue (2 us: a polling caller is due).
+        constexpr std::int64_t slack = 2000;
+        for (auto& entry : peers_) {
+            (void)entry.second.node->wake_if_overdue(now, slack);
         }
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {

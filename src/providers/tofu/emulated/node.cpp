@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <limits>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <utility>
@@ -22,7 +25,7 @@ namespace pmr::detail::tofu {
 
 namespace {
 
-constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'31ULL; // "pmrtofu1"
+constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'32ULL; // "pmrtofu2"
 constexpr std::size_t line = 64;
 /// How long a poll waits for a command that is about to land (ns, real time).
 constexpr std::int64_t spin_ns = 2000;
@@ -50,9 +53,28 @@ struct SegmentHeader {
     std::uint64_t entries = 0;
     std::uint32_t tnis = 0;
     std::int32_t pid = 0;
+    /// The earliest modelled landing of a command of this node that has not landed (now_ns()
+    /// time; the largest value if none), and when a caller last progressed its queues: a peer
+    /// that finds the first passed and the second older wakes the node's engine.
+    alignas(line) std::atomic<std::int64_t> due{std::numeric_limits<std::int64_t>::max()};
+    std::atomic<std::int64_t> polled{0};
+    /// The futex word the node's engine sleeps on; bumped to wake it.
+    alignas(line) std::atomic<std::uint32_t> engine_word{0};
+    /// Notices delivered to the node on all TNIs, bumped after each is published: the node looks
+    /// at its queues only when this differs from the number it has polled.
+    alignas(line) std::atomic<std::uint64_t> notices{0};
 };
 
 constexpr std::size_t header_bytes = 256;
+static_assert(sizeof(SegmentHeader) <= header_bytes);
+static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// Shared futexes (the word lies in a memory file other processes map).
+void futex_wake(std::atomic<std::uint32_t>& word) noexcept {
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr,
+                  nullptr, 0);
+}
 
 std::size_t queue_bytes(std::size_t entries) {
     return sizeof(NoticeQueue) + entries * sizeof(NoticeEntry);
@@ -208,7 +230,74 @@ bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
     notice.piggyback_bytes = entry.piggyback_bytes;
     std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
     queue.head.store(head + 1, std::memory_order_release);
+    polled_notices_.store(polled_notices_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
     return true;
+}
+
+namespace {
+SegmentHeader& header_of(const SharedMapping& segment) noexcept {
+    return *reinterpret_cast<SegmentHeader*>(segment.data());
+}
+} // namespace
+
+void Node::set_polled(std::int64_t now) noexcept {
+    header_of(segment_).polled.store(now, std::memory_order_release);
+}
+
+std::int64_t Node::polled() const noexcept {
+    return header_of(segment_).polled.load(std::memory_order_acquire);
+}
+
+void Node::set_due(std::int64_t due) noexcept {
+    std::atomic<std::int64_t>& word = header_of(segment_).due;
+    if (word.load(std::memory_order_relaxed) != due) {
+        word.store(due, std::memory_order_release);
+    }
+}
+
+std::uint32_t Node::engine_word() const noexcept {
+    return header_of(segment_).engine_word.load(std::memory_order_acquire);
+}
+
+void Node::engine_sleep(std::uint32_t seen, std::int64_t until) const noexcept {
+    std::atomic<std::uint32_t>& word = header_of(segment_).engine_word;
+    if (until == std::numeric_limits<std::int64_t>::max()) {
+        (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, nullptr,
+                      nullptr, 0);
+        return;
+    }
+    timespec deadline{};
+    deadline.tv_sec = static_cast<time_t>(until / 1000000000);
+    deadline.tv_nsec = static_cast<long>(until % 1000000000);
+    // Absolute CLOCK_MONOTONIC time, the clock of now_ns().
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_BITSET, seen,
+                  &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
+void Node::wake_engine() noexcept {
+    std::atomic<std::uint32_t>& word = header_of(segment_).engine_word;
+    word.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake(word);
+}
+
+bool RemoteNode::wake_if_overdue(std::int64_t now, std::int64_t slack) noexcept {
+    SegmentHeader& header = header_of(segment_);
+    const std::int64_t due = header.due.load(std::memory_order_acquire);
+    if (due > now - slack || due == kicked_due_ ||
+        header.polled.load(std::memory_order_acquire) >= due) {
+        return false;
+    }
+    kicked_due_ = due;
+    header.engine_word.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake(header.engine_word);
+    return true;
+}
+
+bool Node::notice_waiting() const noexcept {
+    return reinterpret_cast<const SegmentHeader*>(segment_.data())
+               ->notices.load(std::memory_order_acquire) !=
+           polled_notices_.load(std::memory_order_relaxed);
 }
 
 RemoteNode::RemoteNode(const NodeAddress& address, const std::string& where) : address_(address) {
@@ -225,7 +314,7 @@ RemoteNode::RemoteNode(const NodeAddress& address, const std::string& where) : a
 }
 
 bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
-    const auto* header = reinterpret_cast<const SegmentHeader*>(segment_.data());
+    auto* header = reinterpret_cast<SegmentHeader*>(segment_.data());
     NoticeQueue& queue = notice_queue(segment_.data(), header->entries, tni);
     std::uint64_t ticket = queue.tail.load(std::memory_order_relaxed);
     do {
@@ -243,6 +332,7 @@ bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
     entry.piggyback_bytes = notice.piggyback_bytes;
     std::memcpy(entry.piggyback, notice.piggyback.data(), piggyback_capacity);
     entry.sequence.store(ticket + 1, std::memory_order_release);
+    header->notices.fetch_add(1, std::memory_order_acq_rel);
     return true;
 }
 
@@ -288,7 +378,12 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
 bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                                Stadd stadd, const void* source, std::size_t bytes, int& error) {
     const std::int64_t offset = checked_offset(node, 0, target, stadd, bytes, PutFlags{});
-    if (node_.model().enabled() || !commands_.empty()) {
+    return put_at_once_checked(target, static_cast<std::uint64_t>(offset), source, bytes, error);
+}
+
+bool CommandQueue::put_at_once_checked(const RemoteRegion& target, std::uint64_t offset,
+                                       const void* source, std::size_t bytes, int& error) noexcept {
+    if (node_.model().enabled() || !idle()) {
         return false; // modelled, or behind commands it must not overtake
     }
     error = 0;
@@ -300,7 +395,7 @@ bool CommandQueue::put_at_once(const std::shared_ptr<RemoteNode>& node, const Re
         return true;
     }
     iovec local{const_cast<void*>(source), bytes}; // NOLINT(cppcoreguidelines-pro-type-const-cast)
-    const std::uint64_t remote = target.key().address + static_cast<std::uint64_t>(offset);
+    const std::uint64_t remote = target.key().address + offset;
     iovec far{reinterpret_cast<void*>(remote), bytes}; // NOLINT(performance-no-int-to-ptr)
     const ssize_t done = process_vm_writev(target.key().pid, &local, 1, &far, 1, 0);
     if (done != static_cast<ssize_t>(bytes)) {
@@ -396,6 +491,8 @@ Status CommandQueue::issue(Command&& command) {
         command.times.land = std::max(command.times.land, command.flags.not_before);
     }
     commands_.push_back(std::move(command));
+    queued_.store(commands_.size(), std::memory_order_release);
+    node_.queued_.fetch_add(1, std::memory_order_acq_rel);
     run(false);
     return Status::ok;
 }
@@ -503,6 +600,8 @@ void CommandQueue::run(bool ignore_model) noexcept {
 void CommandQueue::retire() noexcept {
     while (reported_ > 0 && commands_.front().finished) {
         commands_.pop_front();
+        queued_.store(commands_.size(), std::memory_order_release);
+        node_.queued_.fetch_sub(1, std::memory_order_acq_rel);
         --reported_;
     }
 }

@@ -169,6 +169,10 @@ public:
     std::size_t tnis() const noexcept { return address_.tnis; }
     /// Links between this node and that one, for the timing model (1: a neighbour).
     int hops = 1;
+    /// Wakes that node's engine if a command of it was due to land more than `slack` ns before
+    /// `now` and no caller there has progressed its queues since (it stopped polling), once per
+    /// such command. True if it did. Not thread-safe: one caller at a time.
+    bool wake_if_overdue(std::int64_t now, std::int64_t slack) noexcept;
 
 private:
     friend class CommandQueue;
@@ -177,6 +181,7 @@ private:
 
     NodeAddress address_;
     SharedMapping segment_;
+    std::int64_t kicked_due_ = 0;
 };
 
 /// The command queue of one TNI. Not thread-safe: one caller at a time.
@@ -195,9 +200,14 @@ public:
                const PutFlags& flags, std::uint64_t& cookie);
     /// With the model off and no command queued: puts at once, without a notice and without a
     /// completion to poll (`error`: errno of a failed transfer, 0 on success). False, doing
-    /// nothing, where put() is needed. @throws as put().
+    /// nothing, where put() is needed. @throws as put(). Thread-safe (it touches no queue
+    /// state), but it does not order itself behind commands other threads queue concurrently.
     bool put_at_once(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& target,
                      Stadd stadd, const void* source, std::size_t bytes, int& error);
+    /// put_at_once() for a caller that has itself checked the put against the Tofu limit and
+    /// the region (it writes [offset, offset + bytes) of `target`).
+    bool put_at_once_checked(const RemoteRegion& target, std::uint64_t offset, const void* source,
+                             std::size_t bytes, int& error) noexcept;
     /// Reads `bytes` from `source` at `stadd` into `destination`; no remote notice.
     Status get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source, Stadd stadd,
                void* destination, std::size_t bytes, std::uint64_t& cookie);
@@ -219,6 +229,10 @@ public:
 
     /// Commands whose completion was not polled.
     std::size_t outstanding() const noexcept { return commands_.size() - reported_; }
+    /// Whether no command is queued (landed and reported commands are gone). Unlike the rest of
+    /// the queue, callable from any thread: with the model off, puts that find the queue empty
+    /// need not take the caller's lock (put_at_once).
+    bool idle() const noexcept { return queued_.load(std::memory_order_acquire) == 0; }
     std::size_t depth() const noexcept { return depth_; }
     std::size_t tni() const noexcept { return tni_; }
 
@@ -266,6 +280,7 @@ private:
     std::size_t depth_;
     std::uint64_t next_cookie_ = 1;
     std::deque<Command> commands_;
+    std::atomic<std::size_t> queued_{0}; ///< commands_.size(), for idle()
     std::size_t reported_ = 0; ///< commands at the front of commands_ whose completion was polled
 };
 
@@ -293,6 +308,26 @@ public:
     RegisteredRegion register_memory(void* address, std::size_t bytes, MemoryLocation location);
     /// The oldest visible notice on `tni`, if any.
     bool poll_notice(std::size_t tni, RemoteNotice& notice) noexcept;
+    /// Whether poll_notice() would find a notice on some TNI (callable from any thread).
+    bool notice_waiting() const noexcept;
+    /// Whether no command is queued on any TNI (callable from any thread).
+    bool idle() const noexcept { return queued_.load(std::memory_order_acquire) == 0; }
+
+    // The node's engine (the thread that stands in for the hardware, see the tofu provider): its
+    // state lies in the shared segment, so that a peer waiting for this node's commands can wake
+    // it (RemoteNode::wake_if_overdue) when no caller here polls any more.
+    /// A caller progressed the queues at `now`.
+    void set_polled(std::int64_t now) noexcept;
+    std::int64_t polled() const noexcept;
+    /// The earliest modelled landing of a command not landed yet (largest value: none).
+    void set_due(std::int64_t due) noexcept;
+    /// The engine's futex word: read it, check what to do, then engine_sleep() with the value.
+    std::uint32_t engine_word() const noexcept;
+    /// Sleeps until `until` (now_ns() time; the largest value: no limit) unless the word has
+    /// changed from `seen` or changes meanwhile. May return early.
+    void engine_sleep(std::uint32_t seen, std::int64_t until) const noexcept;
+    /// Changes the word and wakes the engine.
+    void wake_engine() noexcept;
 
 private:
     friend class RegisteredRegion;
@@ -307,6 +342,9 @@ private:
     std::map<Stadd, RegionKey> regions_;
     Stadd next_stadd_ = stadd_alignment;
     std::uint64_t next_serial_ = 1; ///< issue order over all queues (callers serialise them)
+    friend class CommandQueue;
+    std::atomic<std::size_t> queued_{0};           ///< commands queued on all TNIs
+    std::atomic<std::uint64_t> polled_notices_{0}; ///< notices poll_notice() has returned
 };
 
 /// Encodes/decodes values in a Blob (set-up messages).
