@@ -184,6 +184,9 @@ struct Ucx::SendWindow::State {
     const std::string* where;
     rails::RailSender<Transport> rails; ///< the put path, and the teardown of both paths
 
+    /// Counted in UcxProcess::watch() (may send by rendezvous); alive while `rails` is.
+    UcxProcess* watched = nullptr;
+
     // Load/store path: the copy channel of the shm provider on the mapped inbox.
     ucx::Inbox* mapped_inbox = nullptr;
     SharedMapping buffer_mapping; ///< the receive buffer, when it is pmr::allocate memory
@@ -205,9 +208,13 @@ Ucx::SendWindow::~SendWindow() {
     if (state_->load_store()) {
         state_->copier.close();
     }
+    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
     if (!state_->rails.close()) {
         // UCX still reads from this state: keep it, better leaked than overwritten.
         (void)state_.release(); // NOLINT(bugprone-unused-return-value)
+    }
+    if (watched != nullptr) {
+        watched->unwatch();
     }
 }
 
@@ -247,11 +254,15 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     if (!s.load_store() && connection.messages()) {
         s.rails.use_messages();
         const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
+        if (rendezvous != 0 && peer_bytes >= rendezvous) {
+            connection.process().watch();
+            s.watched = &connection.process();
+        }
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
                   " B inside a notice; larger eagerly, copied into the receive buffer" +
                   (rendezvous != 0 ? "; from " + std::to_string(rendezvous) +
-                                         " B by rendezvous from a copy into the receive buffer"
+                                         " B by rendezvous straight into the receive buffer"
                                    : std::string()) +
                   "), credits as messages [" + s.at() + "]");
         return;
@@ -353,6 +364,8 @@ struct Ucx::RecvWindow::State {
 
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
     rails::RailReceiver<Transport> rails;
+    /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
+    UcxProcess* watched = nullptr;
 };
 
 Ucx::RecvWindow::RecvWindow(const WindowSpec& spec)
@@ -362,9 +375,16 @@ Ucx::RecvWindow::RecvWindow(RecvWindow&& other) noexcept = default;
 Ucx::RecvWindow& Ucx::RecvWindow::operator=(RecvWindow&& other) noexcept = default;
 
 Ucx::RecvWindow::~RecvWindow() {
-    if (state_ && !state_->rails.close()) {
+    if (!state_) {
+        return;
+    }
+    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
+    if (!state_->rails.close()) {
         // The sender may still write into this state (UCX reads the credit from it): keep it.
         (void)state_.release(); // NOLINT(bugprone-unused-return-value)
+    }
+    if (watched != nullptr) {
+        watched->unwatch();
     }
 }
 
@@ -377,11 +397,18 @@ Blob Ucx::RecvWindow::describe() const {
     return s.rails.describe(BlobWriter().put(local).take());
 }
 
-void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer,
-                              std::size_t /*peer_bytes*/) {
-    state_->rails.connect(connection, peer, connection.process().settings().load_store);
+void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
+    State& s = *state_;
+    s.rails.connect(connection, peer, connection.process().settings().load_store);
     if (connection.messages()) {
-        state_->rails.use_credit_notices(); // unless the sender's cell is mapped here
+        s.rails.use_credit_notices(); // unless the sender's cell is mapped here
+        // (A sender that maps this side's memory takes the load/store path instead; watching
+        // costs it nothing but a look every 5 ms.)
+        const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
+        if (rendezvous != 0 && peer_bytes >= rendezvous) {
+            connection.process().watch();
+            s.watched = &connection.process();
+        }
     }
 }
 
