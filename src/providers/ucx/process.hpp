@@ -72,6 +72,11 @@ struct Rail {
     std::string device; ///< empty: UCX's choice
 };
 
+/// Message-path windows from this size on (the peer's window: no message is larger) have the
+/// standby thread of UcxProcess::watch(): a rendezvous needs both sides' progress, and so does an
+/// eager send larger than what the socket buffers take.
+constexpr std::size_t standby_bytes = 64 * 1024;
+
 using rails::CreditCell;
 using rails::Inbox;
 using rails::Notice;
@@ -123,12 +128,13 @@ public:
     Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
                        std::size_t bytes, const std::string& where);
 
-    /// A window that may take part in a rendezvous (on the message path, at least
-    /// UcxSettings::rendezvous_bytes) is connected: until the matching unwatch(), a standby
-    /// thread progresses the workers whenever no application thread has for 5 ms. A rendezvous
-    /// needs both sides' progress until the data has moved, and an application may leave pmr in
-    /// the middle of one (the receiver after a test(), or after init() into MPI_Barrier while its
-    /// peer waits for its send; the sender after a test()).
+    /// A window of the message path whose messages may need the peer's progress to complete
+    /// (from standby_bytes on) is connected: until the matching unwatch(), a standby thread
+    /// progresses the workers whenever no application thread has for 5 ms. A rendezvous needs
+    /// both sides' progress until the data has moved (as does an eager send larger than the socket
+    /// buffers), and an application may leave pmr in the middle of one: the receiver after
+    /// init() into MPI_Barrier while its peer waits for its send, or after a test(); the sender
+    /// after a test().
     void watch();
     void unwatch() noexcept;
     /// Called by every progress of a connection from the application: the standby thread stays

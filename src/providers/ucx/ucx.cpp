@@ -113,6 +113,8 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
     if (same_node_) {
         peer_process_ = PeerProcess(pid_);
     }
+    emulated_ = std::any_of(endpoints_.begin(), endpoints_.end(),
+                            [](const auto& endpoint) { return endpoint->rma_emulated(); });
     switch (process_->settings().path) {
     case ucx::UcxSettings::Path::put:
         messages_ = false;
@@ -121,8 +123,7 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
         messages_ = true;
         break;
     case ucx::UcxSettings::Path::automatic:
-        messages_ = std::any_of(endpoints_.begin(), endpoints_.end(),
-                                [](const auto& endpoint) { return endpoint->rma_emulated(); });
+        messages_ = emulated_;
         break;
     }
     debug_log("ucx: " + std::to_string(count) + " rail(s) (this side " +
@@ -251,13 +252,13 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     if (connection.process().settings().load_store) {
         s.mapped_inbox = reinterpret_cast<ucx::Inbox*>(s.rails.inbox_key(0).pointer(d.inbox));
     }
+    if (!s.load_store() && connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
+        connection.process().watch();
+        s.watched = &connection.process();
+    }
     if (!s.load_store() && connection.messages()) {
         s.rails.use_messages();
         const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
-        if (rendezvous != 0 && peer_bytes >= rendezvous) {
-            connection.process().watch();
-            s.watched = &connection.process();
-        }
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
                   " B inside a notice; larger eagerly, copied into the receive buffer" +
@@ -402,13 +403,12 @@ void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::siz
     s.rails.connect(connection, peer, connection.process().settings().load_store);
     if (connection.messages()) {
         s.rails.use_credit_notices(); // unless the sender's cell is mapped here
-        // (A sender that maps this side's memory takes the load/store path instead; watching
-        // costs it nothing but a look every 5 ms.)
-        const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
-        if (rendezvous != 0 && peer_bytes >= rendezvous) {
-            connection.process().watch();
-            s.watched = &connection.process();
-        }
+    }
+    // (A sender that maps this side's memory takes the load/store path instead; watching costs
+    // it nothing but a look every 5 ms.)
+    if (connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
+        connection.process().watch();
+        s.watched = &connection.process();
     }
 }
 

@@ -117,6 +117,10 @@ struct Ucx {
         /// Whether windows that do not map each other's memory take the message path
         /// (PMR_UCX_PATH; auto: where UCX emulates RMA on an endpoint of this connection).
         bool messages() const noexcept { return messages_; }
+        /// Whether a large transfer between these processes (not mapping each other's memory)
+        /// moves only while the peer progresses too: on the message path, and on the put path
+        /// where UCX emulates RMA. Such windows have the standby thread (UcxProcess::watch()).
+        bool needs_peer_progress() const noexcept { return messages_ || emulated_; }
         pid_t peer_pid() const noexcept { return pid_; }
 
     private:
@@ -124,6 +128,7 @@ struct Ucx {
         std::vector<std::shared_ptr<ucx::Endpoint>> endpoints_;
         bool same_node_ = false;
         bool messages_ = false;
+        bool emulated_ = false; ///< UCX emulates RMA on an endpoint of this connection
         pid_t pid_ = 0;
         PeerProcess peer_process_;
     };
