@@ -130,9 +130,12 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
         workers_thread_safe_ = workers_thread_safe_ && rail.worker->thread_safe();
         rails_.push_back(std::move(rail));
     }
-    if (!workers_thread_safe_ && settings_.rendezvous_bytes != 0) {
+    if (!workers_thread_safe_) {
+        // Then no standby thread may progress them (watch()), and a rendezvous could wait for an
+        // application that waits elsewhere.
         settings_.rendezvous_bytes = 0;
-        debug_log("ucx: workers are not thread-safe: the message path sends eagerly at every size");
+        debug_log("ucx: workers are not thread-safe: no standby thread, and the message path "
+                  "sends eagerly at every size");
     }
     endpoints_.resize(rails_.size());
     ucp_am_handler_param_t handler{};
@@ -332,6 +335,9 @@ Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& pie
 }
 
 void UcxProcess::watch() {
+    if (!workers_thread_safe_) {
+        return;
+    }
     std::lock_guard<std::mutex> lock(standby_mutex_);
     ++watched_;
     if (!standby_.joinable() && !standby_stopping_.load(std::memory_order_relaxed)) {

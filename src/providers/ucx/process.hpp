@@ -52,12 +52,13 @@ struct UcxSettings {
     /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
     /// memory).
     enum class Path { automatic, put, message } path = Path::automatic;
-    /// PMR_UCX_RNDV_BYTES: pieces of the message path from this size on travel by UCX's
-    /// rendezvous, from the send buffer straight into the receive buffer (with a standby thread
-    /// that progresses the workers while the application is away from pmr, see
-    /// UcxProcess::watch()); smaller ones eagerly. 0: every piece eagerly.
+    /// Over TCP loopback rendezvous and eager took the same time at 128 KiB, rendezvous up to
+    /// twice less from 256 KiB on (README, UCX data paths).
+    static constexpr std::size_t default_rendezvous_bytes = 128 * 1024;
+    /// PMR_UCX_RNDV_BYTES: pieces of the message path (the TCP-only connections, unless
+    /// PMR_UCX_PATH says otherwise) from this size on travel by UCX's rendezvous, from the send
+    /// buffer straight into the receive buffer; smaller ones eagerly. 0: every piece eagerly.
     std::size_t rendezvous_bytes = default_rendezvous_bytes;
-    static constexpr std::size_t default_rendezvous_bytes = 256 * 1024;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
