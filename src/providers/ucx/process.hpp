@@ -54,7 +54,7 @@ struct UcxSettings {
     enum class Path { automatic, put, message } path = Path::automatic;
     /// Over TCP loopback rendezvous and eager took the same time at 128 KiB, rendezvous up to
     /// twice less from 256 KiB on (README, UCX data paths).
-    static constexpr std::size_t default_rendezvous_bytes = 128 * 1024;
+    static constexpr std::size_t default_rendezvous_bytes = std::size_t{128} * 1024;
     /// PMR_UCX_RNDV_BYTES: pieces of the message path (the TCP-only connections, unless
     /// PMR_UCX_PATH says otherwise) from this size on travel by UCX's rendezvous, from the send
     /// buffer straight into the receive buffer; smaller ones eagerly. 0: every piece eagerly.
@@ -76,7 +76,7 @@ struct Rail {
 /// Message-path windows from this size on (the peer's window: no message is larger) have the
 /// standby thread of UcxProcess::watch(): a rendezvous needs both sides' progress, and so does an
 /// eager send larger than what the socket buffers take.
-constexpr std::size_t standby_bytes = 64 * 1024;
+constexpr std::size_t standby_bytes = std::size_t{64} * 1024;
 
 using rails::CreditCell;
 using rails::Inbox;
