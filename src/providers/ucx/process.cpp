@@ -363,10 +363,12 @@ void UcxProcess::unwatch() noexcept {
 void UcxProcess::stand_by() noexcept {
     // Wakes once per interval while windows are watched and looks whether an application thread
     // progressed the workers since the last look; only if none did does it progress them, for
-    // as long as that keeps finding work and the application stays away. It must not wake more
-    // often: on a loaded machine with as many busy ranks as cores, each wake-up of a further
-    // thread can cost a waiting rank its core (200 us made a 1 MiB round 10x slower).
-    constexpr auto interval = std::chrono::milliseconds(5);
+    // as long as that keeps finding work and the application stays away. Wake-ups are kept rare:
+    // with as many busy ranks as cores each one can cost a waiting rank its core (a helper that
+    // looked every 200 us made a 1 MiB round 10x slower), and on a loaded machine a rank that
+    // waits in pmr may not run for several milliseconds, which the standby must not take for
+    // absence (it would then contend with the rank for the worker's lock).
+    constexpr auto interval = std::chrono::milliseconds(20);
     constexpr auto pause = std::chrono::microseconds(50);
     constexpr int idle_polls = 20; // fruitless polls (with pauses) before the next interval
     std::unique_lock<std::mutex> lock(standby_mutex_);

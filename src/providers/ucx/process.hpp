@@ -131,7 +131,7 @@ public:
 
     /// A window of the message path whose messages may need the peer's progress to complete
     /// (from standby_bytes on) is connected: until the matching unwatch(), a standby thread
-    /// progresses the workers whenever no application thread has for 5 ms. A rendezvous needs
+    /// progresses the workers whenever no application thread has for 20 ms. A rendezvous needs
     /// both sides' progress until the data has moved (as does an eager send larger than the socket
     /// buffers), and an application may leave pmr in the middle of one: the receiver after
     /// init() into MPI_Barrier while its peer waits for its send, or after a test(); the sender

@@ -405,7 +405,7 @@ void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::siz
         s.rails.use_credit_notices(); // unless the sender's cell is mapped here
     }
     // (A sender that maps this side's memory takes the load/store path instead; watching costs
-    // it nothing but a look every 5 ms.)
+    // it nothing but a look every 20 ms.)
     if (connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
         connection.process().watch();
         s.watched = &connection.process();

@@ -38,7 +38,7 @@
 //     one message per round and direction plus the credit.
 //   - where a transfer needs the peer's progress to complete (a rendezvous, an eager send
 //     beyond the socket buffers, an emulated put), windows from 64 KiB on have a standby
-//     thread that progresses the workers while the application has not for 5 ms (it may wait
+//     thread that progresses the workers while the application has not for 20 ms (it may wait
 //     in MPI_Barrier after init() while its peer waits for its send).
 //   - the receiver's wait() sees the sequence word of slot n % 4 (and the rail words) with an
 //     acquire load; on the put path it also progresses the workers, which TCP needs.
