@@ -153,14 +153,17 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_PATH='am'") !=
           std::string::npos);
     env.set("PMR_UCX_PATH", nullptr);
+    using pmr::detail::ucx::UcxSettings;
     env.set("PMR_UCX_RNDV_BYTES", nullptr);
+    CHECK(read_ucx_settings().rendezvous_bytes == UcxSettings::default_rendezvous_bytes);
+    env.set("PMR_UCX_RNDV_BYTES", "0");
     CHECK(read_ucx_settings().rendezvous_bytes == 0);
-    env.set("PMR_UCX_RNDV_BYTES", "262144");
-    CHECK(read_ucx_settings().rendezvous_bytes == 262144);
+    env.set("PMR_UCX_RNDV_BYTES", "4096");
+    CHECK(read_ucx_settings().rendezvous_bytes == 4096);
     for (const char* bad : {"-1", "1M", "", "x"}) {
         env.set("PMR_UCX_RNDV_BYTES", bad);
-        if (*bad == '\0') {
-            CHECK(read_ucx_settings().rendezvous_bytes == 0); // empty counts as unset
+        if (*bad == '\0') { // empty counts as unset
+            CHECK(read_ucx_settings().rendezvous_bytes == UcxSettings::default_rendezvous_bytes);
         } else {
             CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_RNDV_BYTES") !=
                   std::string::npos);
@@ -228,6 +231,52 @@ TEST_CASE("every size crosses on the configured path, repeatedly, with the data 
             REQUIRE(intact);
         }
     }
+}
+
+TEST_CASE("a large send completes while its receiver waits in MPI, not in pmr", "[ucx][standby]") {
+    // The receiver grants its credit and then sits in MPI_Barrier, which the sender reaches only
+    // once its wait() has returned. Over TCP the data of a rendezvous (and of an eager send larger
+    // than the socket buffers) moves only while the receiver's UCX progresses: its standby thread
+    // must do so while the application is away from pmr, or both ranks hang here.
+    if (world_size() != 2) {
+        return; // needs a peer process
+    }
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 11, 11), pmr::Provider::ucx);
+    constexpr std::size_t count = std::size_t{1} << 22; // 16 MiB of int
+    const bool sender = world_rank() == 0;
+    std::optional<pmr::SendWindow<int>> send;
+    std::optional<pmr::RecvWindow<int>> recv;
+    if (sender) {
+        send.emplace(c, count);
+    } else {
+        recv.emplace(c, count);
+    }
+    for (int round = 1; round <= 3; ++round) {
+        INFO("round " << round);
+        if (sender) {
+            send->init();
+            for (std::size_t i = 0; i < count; ++i) {
+                (*send)[i] = static_cast<int>(i) ^ round;
+            }
+            send->post();
+            send->wait();
+            MPI_Barrier(MPI_COMM_WORLD);
+        } else {
+            recv->init();
+            recv->post();
+            MPI_Barrier(MPI_COMM_WORLD);
+            recv->wait();
+            REQUIRE(recv->received_bytes() == count * sizeof(int));
+            bool intact = true;
+            for (std::size_t i = 0; i < count; ++i) {
+                intact = intact && (*recv)[i] == (static_cast<int>(i) ^ round);
+            }
+            REQUIRE(intact);
+        }
+    }
+    // The sender's send window pairs with the receiver's receive window on this connection; no
+    // other window is used.
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("peers without a UCX transport in common get a clear error", "[.][unreachable]") {

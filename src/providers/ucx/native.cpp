@@ -6,7 +6,6 @@
 #include "base/error.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -476,9 +475,7 @@ Request::Request(ucs_status_ptr_t result, const char* call, const std::string& w
     handle_ = UCS_PTR_IS_PTR(result) ? result : nullptr;
 }
 
-Request::Request(Request&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)), staged_(std::move(other.staged_)),
-      deadline_ns_(other.deadline_ns_) {}
+Request::Request(Request&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
     if (this != &other) {
@@ -486,16 +483,8 @@ Request& Request::operator=(Request&& other) noexcept {
             ucp_request_free(handle_);
         }
         handle_ = std::exchange(other.handle_, nullptr);
-        staged_ = std::move(other.staged_);
-        deadline_ns_ = other.deadline_ns_;
     }
     return *this;
-}
-
-std::int64_t steady_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
 }
 
 Request::~Request() {
@@ -505,12 +494,6 @@ Request::~Request() {
 }
 
 bool Request::done(const char* call, const std::string& where) {
-    if (staged_ != nullptr) {
-        if (!staged_->load(std::memory_order_acquire) && steady_ns() < deadline_ns_) {
-            return false;
-        }
-        staged_.reset();
-    }
     if (handle_ == nullptr) {
         return true;
     }

@@ -231,11 +231,6 @@ public:
     /// Takes the result of a ucp_*_nbx call; throws through raise_status() if it is an error.
     Request(ucs_status_ptr_t result, const char* call, const std::string& where);
 
-    /// A send that UCX makes from a copy the process keeps (UcxProcess::send_piece): done once
-    /// `complete` is true or, whatever UCX's progress, at `deadline_ns` (steady clock), because the
-    /// copy no longer needs the caller.
-    Request(std::shared_ptr<const std::atomic<bool>> complete, std::int64_t deadline_ns) noexcept
-        : staged_(std::move(complete)), deadline_ns_(deadline_ns) {}
     Request(const Request&) = delete;
     Request& operator=(const Request&) = delete;
     Request(Request&& other) noexcept;
@@ -244,16 +239,11 @@ public:
 
     /// True once complete; throws through raise_status() if it failed.
     bool done(const char* call, const std::string& where);
-    bool pending() const noexcept { return handle_ != nullptr || staged_ != nullptr; }
+    bool pending() const noexcept { return handle_ != nullptr; }
 
 private:
     void* handle_ = nullptr;
-    std::shared_ptr<const std::atomic<bool>> staged_;
-    std::int64_t deadline_ns_ = 0;
 };
-
-/// Nanoseconds of the steady clock.
-std::int64_t steady_ns() noexcept;
 
 /// ucp_put_nbx of `bytes` from `source` to `address` of the key's memory, through the key's
 /// endpoint. `source` must stay valid until the returned request is done.

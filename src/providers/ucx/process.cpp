@@ -6,6 +6,7 @@
 #include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -22,7 +23,6 @@ namespace {
 constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pmr's own workers
 constexpr unsigned piece_id = 0x706e;  // active-message id of the pieces of the message path
 constexpr std::size_t cells_per_chunk = 256;
-constexpr std::size_t max_spare_copies = 4; // copies of staged pieces kept for reuse
 
 const char* variable(const char* name) {
     const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
@@ -131,9 +131,12 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
         workers_thread_safe_ = workers_thread_safe_ && rail.worker->thread_safe();
         rails_.push_back(std::move(rail));
     }
-    if (!workers_thread_safe_ && settings_.rendezvous_bytes != 0) {
+    if (!workers_thread_safe_) {
+        // Then no standby thread may progress them (watch()), and a rendezvous could wait for an
+        // application that waits elsewhere.
         settings_.rendezvous_bytes = 0;
-        debug_log("ucx: workers are not thread-safe: the message path sends eagerly at every size");
+        debug_log("ucx: workers are not thread-safe: no standby thread, and the message path "
+                  "sends eagerly at every size");
     }
     endpoints_.resize(rails_.size());
     ucp_am_handler_param_t handler{};
@@ -166,7 +169,7 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
 }
 
 UcxProcess::~UcxProcess() {
-    stop_helper();
+    stop_standby();
     // At exit the peers are usually closing too, and each close makes progress for the other. All
     // at once: a close may wait for the peer to progress its rail, and peers close in any order.
     constexpr double exit_grace_seconds = 3.0;
@@ -198,18 +201,6 @@ UcxProcess::~UcxProcess() {
             ucp_request_free(notice.request);
         }
         notices_.clear();
-    }
-    {
-        std::lock_guard<std::mutex> lock(staged_mutex_);
-        for (StagedPiece& piece : staged_) {
-            if (ucp_request_check_status(piece.request) == UCS_INPROGRESS) {
-                // UCX may still read the copy and call back until the worker goes: they stay.
-                (void)piece.data.release(); // NOLINT(bugprone-unused-return-value): deliberate leak
-                new std::shared_ptr<std::atomic<bool>>(piece.complete); // NOLINT: deliberate leak
-            }
-            ucp_request_free(piece.request);
-        }
-        staged_.clear();
     }
     if (!clean) {
         // Destroying a worker with a half-closed endpoint trips UCX's assertions: the process is
@@ -326,7 +317,8 @@ Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& pie
                                const void* data, std::size_t bytes, const std::string& where) {
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    if (settings_.rendezvous_bytes == 0 || bytes < settings_.rendezvous_bytes) {
+    if (settings_.rendezvous_bytes == 0 || bytes < settings_.rendezvous_bytes ||
+        standby_failed_.load(std::memory_order_relaxed)) {
         // Eager: UCX completes the send once the data is on its way; the receiver copies it out
         // of UCX's buffer (reassembled first if UCX fragmented it).
         params.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -334,138 +326,132 @@ Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& pie
             ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
             "ucp_am_send_nbx (message path)", where};
     }
-    // Rendezvous: the receiver's UCX moves the data straight into the receive buffer (over TCP
-    // one read from the socket, where eager takes a reassembly and a copy). It completes only
-    // once the receiver has taken the data, but a send window's wait() must not depend on the
-    // receiver's progress (after its own send completed, the peer may sit in MPI or in the
-    // application), so UCX sends from a copy that this process keeps until UCX is done with it,
-    // and the window's round is done once the copy is made and the send started.
-    reap_staged();
-    std::list<StagedPiece> node(1);
-    StagedPiece& staged = node.front();
-    {
-        std::lock_guard<std::mutex> lock(staged_mutex_);
-        for (auto it = spare_.begin(); it != spare_.end(); ++it) {
-            if (it->capacity >= bytes) {
-                staged = std::move(*it);
-                *it = std::move(spare_.back());
-                spare_.pop_back();
-                break;
-            }
-        }
-    }
-    if (staged.capacity < bytes) {
-        staged.data.reset(new std::byte[bytes]); // NOLINT(cppcoreguidelines-owning-memory)
-        staged.capacity = bytes;
-    }
-    std::memcpy(staged.data.get(), data, bytes);
-    staged.header = piece;
-    staged.complete = std::make_shared<std::atomic<bool>>(false);
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    params.cb.send = &UcxProcess::on_staged_sent;
-    params.user_data = staged.complete.get();
+    // Rendezvous: the receiver's UCX moves the data from `data` straight into the receive buffer
+    // (over TCP one read from the socket, where eager takes 64 KiB segments, a reassembly and a
+    // copy). The send completes once the receiver has the data, which takes the progress of both
+    // sides; while either application is away from pmr, its standby thread provides it.
     params.flags = UCP_AM_SEND_FLAG_RNDV;
-    // Without the lock: over UCX's self transport the peer's handler runs inside this call.
-    const ucs_status_ptr_t result =
-        ucp_am_send_nbx(endpoint.get(), piece_id, &staged.header, sizeof staged.header,
-                        staged.data.get(), bytes, &params);
-    if (UCS_PTR_IS_ERR(result)) {
-        raise_status(UCS_PTR_STATUS(result), "ucp_am_send_nbx (message path, rendezvous)", where);
-    }
-    // The window's round waits for the receiver to take the data while that is quick (the
-    // receiver progresses: no copy has to outlive the round), but no longer than a transfer
-    // at a modest 500 MB/s would take.
-    Request done(staged.complete, now_ns() + 100'000 + static_cast<std::int64_t>(bytes) * 2);
-    std::lock_guard<std::mutex> lock(staged_mutex_);
-    if (UCS_PTR_IS_PTR(result)) {
-        staged.request = result;
-        staged_.splice(staged_.end(), node);
-        // Over TCP the data moves only when this side's UCX answers the receiver's request for
-        // it, but the application may not call pmr again for a long time (its send is done):
-        // then the helper thread progresses the workers until the piece is delivered.
-        if (!helper_.joinable() && !helper_stopping_) {
-            try {
-                helper_ = std::thread([this] { help_staged(); });
-            } catch (const std::system_error& e) {
-                // Then the piece moves whenever the application progresses pmr.
-                debug_log(std::string("ucx: no helper thread for rendezvous sends: ") + e.what());
-            }
-        }
-        staged_cv_.notify_one();
-    } else {
-        staged.complete->store(true, std::memory_order_release);
-        if (spare_.size() < max_spare_copies) {
-            spare_.push_back(std::move(staged));
-        }
-    }
-    return done;
+    return {ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
+            "ucp_am_send_nbx (message path, rendezvous)", where};
 }
 
-void UcxProcess::on_staged_sent(void* /*request*/, ucs_status_t /*status*/,
-                                void* user_data) noexcept {
-    static_cast<std::atomic<bool>*>(user_data)->store(true, std::memory_order_release);
+void UcxProcess::watch() {
+    if (!workers_thread_safe_) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(standby_mutex_);
+    ++watched_;
+    if (!standby_.joinable() && !standby_stopping_.load(std::memory_order_relaxed)) {
+        try {
+            standby_ = std::thread([this] { stand_by(); });
+        } catch (const std::system_error& e) {
+            // Without it a rendezvous could wait for an application that waits elsewhere.
+            standby_failed_.store(true, std::memory_order_relaxed);
+            debug_log(std::string("ucx: no standby thread, the message path sends eagerly: ") +
+                      e.what());
+        }
+    }
+    standby_cv_.notify_one();
 }
 
-void UcxProcess::help_staged() noexcept {
-    // Idle (on the condition variable) while nothing is staged; otherwise a look every
-    // `interval`, progressing only if no application thread has done so for that long, so that it
-    // does not compete with an application that waits in pmr.
-    constexpr std::int64_t interval_ns = 200'000;
-    std::unique_lock<std::mutex> lock(staged_mutex_);
-    while (!helper_stopping_) {
-        if (staged_.empty()) {
-            staged_cv_.wait(lock);
+void UcxProcess::unwatch() noexcept {
+    std::lock_guard<std::mutex> lock(standby_mutex_);
+    if (watched_ > 0) {
+        --watched_;
+    }
+}
+
+namespace {
+
+// Touches 256 KiB of this thread's stack below the caller's frame, a page at a time.
+[[gnu::noinline]] void touch_stack() noexcept {
+    constexpr std::size_t bytes = std::size_t{256} * 1024;
+    constexpr std::size_t page = 4096;
+    std::array<unsigned char, bytes> area; // NOLINT(cppcoreguidelines-pro-type-member-init)
+    volatile unsigned char* const pages = area.data();
+    for (std::size_t i = 0; i < bytes; i += page) {
+        pages[i] = 1; // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    }
+}
+
+// Allocates, touches and frees 96 KiB on this thread: its first allocation gives it a malloc arena
+// of its own, whose pages then stay resident.
+[[gnu::noinline]] void touch_heap() noexcept {
+    constexpr std::size_t bytes = std::size_t{96} * 1024;
+    constexpr std::size_t page = 4096;
+    void* block = std::malloc(bytes); // NOLINT(cppcoreguidelines-no-malloc)
+    if (block == nullptr) {
+        return;
+    }
+    volatile unsigned char* const pages = static_cast<unsigned char*>(block);
+    for (std::size_t i = 0; i < bytes; i += page) {
+        pages[i] = 1; // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    }
+    std::free(block); // NOLINT(cppcoreguidelines-no-malloc)
+}
+
+} // namespace
+
+void UcxProcess::stand_by() noexcept {
+    // What the thread needs once (stack pages as deep as UCX's progress with pmr's handlers goes,
+    // its malloc arena) is made resident now, while windows are set up, rather than at its first
+    // progress, which may come at any time later: a process's resident memory would then grow in
+    // its steady state (test_churn saw 68-72 KiB once in 3 of 6 runs).
+    touch_stack();
+    touch_heap();
+    // Wakes once per interval while windows are watched and looks whether an application thread
+    // progressed the workers since the last look; only if none did does it progress them, for
+    // as long as that keeps finding work and the application stays away. Wake-ups are kept rare:
+    // with as many busy ranks as cores each one can cost a waiting rank its core (a helper that
+    // looked every 200 us made a 1 MiB round 10x slower), and on a loaded machine a rank that
+    // waits in pmr may not run for several milliseconds, which the standby must not take for
+    // absence (it would then contend with the rank for the worker's lock).
+    constexpr auto interval = std::chrono::milliseconds(20);
+    constexpr auto pause = std::chrono::microseconds(50);
+    constexpr int idle_polls = 20; // fruitless polls (with pauses) before the next interval
+    std::unique_lock<std::mutex> lock(standby_mutex_);
+    std::uint64_t seen = progress_calls_.load(std::memory_order_relaxed);
+    while (!standby_stopping_.load(std::memory_order_relaxed)) {
+        if (watched_ == 0) {
+            standby_cv_.wait(lock);
+            seen = progress_calls_.load(std::memory_order_relaxed);
             continue;
         }
-        staged_cv_.wait_for(lock, std::chrono::nanoseconds(interval_ns));
-        if (helper_stopping_) {
-            break;
+        standby_cv_.wait_for(lock, interval);
+        const std::uint64_t calls = progress_calls_.load(std::memory_order_relaxed);
+        if (calls != seen || standby_stopping_.load(std::memory_order_relaxed)) {
+            seen = calls;
+            continue;
         }
         lock.unlock();
-        if (now_ns() - last_progress_ns_.load(std::memory_order_relaxed) >= interval_ns) {
+        for (int idle = 0; idle < idle_polls &&
+                           progress_calls_.load(std::memory_order_relaxed) == seen &&
+                           !standby_stopping_.load(std::memory_order_relaxed);) {
+            unsigned events = 0;
             for (const Rail& rail : rails_) {
-                rail.worker->progress();
+                events += rail.worker->progress();
+            }
+            if (events != 0) {
+                idle = 0;
+            } else {
+                ++idle;
+                std::this_thread::sleep_for(pause);
             }
         }
-        reap_staged();
         lock.lock();
+        seen = progress_calls_.load(std::memory_order_relaxed);
     }
 }
 
-void UcxProcess::stop_helper() noexcept {
+void UcxProcess::stop_standby() noexcept {
     {
-        std::lock_guard<std::mutex> lock(staged_mutex_);
-        helper_stopping_ = true;
+        std::lock_guard<std::mutex> lock(standby_mutex_);
+        standby_stopping_.store(true, std::memory_order_relaxed);
     }
-    staged_cv_.notify_all();
-    if (helper_.joinable()) {
-        helper_.join();
+    standby_cv_.notify_all();
+    if (standby_.joinable()) {
+        standby_.join();
     }
-}
-
-void UcxProcess::reap_staged() noexcept {
-    std::list<StagedPiece> done;
-    {
-        std::lock_guard<std::mutex> lock(staged_mutex_);
-        for (auto it = staged_.begin(); it != staged_.end();) {
-            auto next = std::next(it);
-            if (it->complete->load(std::memory_order_acquire) &&
-                ucp_request_check_status(it->request) != UCS_INPROGRESS) {
-                // A failed send needs no report here: the receiver's wait ends in PeerLost or
-                // Timeout.
-                ucp_request_free(std::exchange(it->request, nullptr));
-                if (spare_.size() < max_spare_copies) {
-                    try {
-                        spare_.push_back(std::move(*it));
-                    } catch (const std::bad_alloc&) { // NOLINT(bugprone-empty-catch): then freed
-                    }
-                }
-                done.splice(done.end(), staged_, it);
-            }
-            it = next;
-        }
-    }
-    // `done` frees the copies not kept, outside the lock.
 }
 
 ucs_status_t UcxProcess::on_piece(void* arg, const void* header, std::size_t header_length,

@@ -52,13 +52,13 @@ struct UcxSettings {
     /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
     /// memory).
     enum class Path { automatic, put, message } path = Path::automatic;
-    /// PMR_UCX_RNDV_BYTES: pieces of the message path from this size on travel by UCX's
-    /// rendezvous, straight into the receive buffer, from a copy the sender makes (so that the
-    /// sender's wait() does not depend on the receiver's progress; a helper thread answers the
-    /// receiver while the application does not call pmr); smaller ones eagerly. 0 (default):
-    /// every piece eagerly. Opt-in: on a loaded 2-core machine it measured slower than eager
-    /// (README, UCX data paths).
-    std::size_t rendezvous_bytes = 0;
+    /// Over TCP loopback rendezvous and eager took the same time at 128 KiB, rendezvous up to
+    /// twice less from 256 KiB on (README, UCX data paths).
+    static constexpr std::size_t default_rendezvous_bytes = std::size_t{128} * 1024;
+    /// PMR_UCX_RNDV_BYTES: pieces of the message path (the TCP-only connections, unless
+    /// PMR_UCX_PATH says otherwise) from this size on travel by UCX's rendezvous, from the send
+    /// buffer straight into the receive buffer; smaller ones eagerly. 0: every piece eagerly.
+    std::size_t rendezvous_bytes = default_rendezvous_bytes;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
@@ -72,6 +72,11 @@ struct Rail {
     std::shared_ptr<Worker> worker;
     std::string device; ///< empty: UCX's choice
 };
+
+/// Message-path windows from this size on (the peer's window: no message is larger) have the
+/// standby thread of UcxProcess::watch(): a rendezvous needs both sides' progress, and so does an
+/// eager send larger than what the socket buffers take.
+constexpr std::size_t standby_bytes = std::size_t{64} * 1024;
 
 using rails::CreditCell;
 using rails::Inbox;
@@ -117,12 +122,28 @@ public:
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
                           std::size_t bytes, const std::string& where);
-    /// Sends a piece of a round on the message path with its `bytes` of `data`. Below
-    /// UcxSettings::rendezvous_bytes eagerly: `piece` and `data` stay valid until the returned
-    /// request is done. From there on by rendezvous from a copy this process keeps until UCX is
-    /// done with it: the returned request is done at once.
+    /// Sends a piece of a round on the message path with its `bytes` of `data`: below
+    /// UcxSettings::rendezvous_bytes eagerly, from there on by UCX's rendezvous straight from
+    /// `data` into the receive buffer. `piece` and `data` stay valid until the returned request is
+    /// done.
     Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
                        std::size_t bytes, const std::string& where);
+
+    /// A window of the message path whose messages may need the peer's progress to complete
+    /// (from standby_bytes on) is connected: until the matching unwatch(), a standby thread
+    /// progresses the workers whenever no application thread has for 20 ms. A rendezvous needs
+    /// both sides' progress until the data has moved (as does an eager send larger than the socket
+    /// buffers), and an application may leave pmr in the middle of one: the receiver after
+    /// init() into MPI_Barrier while its peer waits for its send, or after a test(); the sender
+    /// after a test().
+    void watch();
+    void unwatch() noexcept;
+    /// Called by every progress of a connection from the application: the standby thread stays
+    /// idle while these continue.
+    void note_progress() noexcept {
+        progress_calls_.store(progress_calls_.load(std::memory_order_relaxed) + 1,
+                              std::memory_order_relaxed);
+    }
 
     // Library-owned memory
     // --------------------------------------------------------------------------
@@ -178,43 +199,20 @@ private:
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
     std::list<NoticeInFlight> notices_;
 
-    /// A piece sent by rendezvous from a copy: the copy and the header stay until UCX is done.
-    struct StagedPiece {
-        void* request = nullptr;
-        std::shared_ptr<std::atomic<bool>> complete; ///< set by UCX's completion callback
-        rails::Piece header;
-        std::unique_ptr<std::byte[]> data;
-        std::size_t capacity = 0;
-    };
-    /// Frees the copies of finished staged pieces (keeping a few for reuse). Takes staged_mutex_.
-    void reap_staged() noexcept;
-    /// The helper thread: while staged pieces are in flight and no thread of the application
-    /// has progressed the workers for a while, it progresses them (see send_piece()).
-    void help_staged() noexcept;
-    /// Stops the helper thread.
-    void stop_helper() noexcept;
-    std::mutex staged_mutex_; // staged_, spare_, helper_*; never held while UCX runs
-    std::condition_variable staged_cv_;
-    std::list<StagedPiece> staged_;
-    std::vector<StagedPiece> spare_; ///< finished, kept for reuse (their request is null)
-    std::thread helper_;
-    bool helper_stopping_ = false;
+    /// The standby thread (see watch()).
+    void stand_by() noexcept;
+    void stop_standby() noexcept;
+    std::mutex standby_mutex_; // watched_, standby_; never held while UCX runs
+    std::condition_variable standby_cv_;
+    std::size_t watched_ = 0;
+    std::thread standby_;
+    std::atomic<bool> standby_stopping_{false};
+    /// No standby thread could be started: no rendezvous from this side.
+    std::atomic<bool> standby_failed_{false};
     /// Whether every worker is thread-safe (a second thread may progress it): else no rendezvous.
     bool workers_thread_safe_ = true;
-
-public:
-    /// Called by every progress of a connection: the helper thread stays idle while the
-    /// application progresses the workers itself.
-    void note_progress() noexcept {
-        if (settings_.rendezvous_bytes != 0) {
-            last_progress_ns_.store(now_ns(), std::memory_order_relaxed);
-        }
-    }
-
-private:
-    static void on_staged_sent(void* request, ucs_status_t status, void* user_data) noexcept;
-    static std::int64_t now_ns() noexcept { return steady_ns(); }
-    std::atomic<std::int64_t> last_progress_ns_{0};
+    /// Progress calls of the application (note_progress()); the standby thread compares.
+    std::atomic<std::uint64_t> progress_calls_{0};
 };
 
 } // namespace pmr::detail::ucx

@@ -113,6 +113,8 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
     if (same_node_) {
         peer_process_ = PeerProcess(pid_);
     }
+    emulated_ = std::any_of(endpoints_.begin(), endpoints_.end(),
+                            [](const auto& endpoint) { return endpoint->rma_emulated(); });
     switch (process_->settings().path) {
     case ucx::UcxSettings::Path::put:
         messages_ = false;
@@ -121,8 +123,7 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
         messages_ = true;
         break;
     case ucx::UcxSettings::Path::automatic:
-        messages_ = std::any_of(endpoints_.begin(), endpoints_.end(),
-                                [](const auto& endpoint) { return endpoint->rma_emulated(); });
+        messages_ = emulated_;
         break;
     }
     debug_log("ucx: " + std::to_string(count) + " rail(s) (this side " +
@@ -184,6 +185,9 @@ struct Ucx::SendWindow::State {
     const std::string* where;
     rails::RailSender<Transport> rails; ///< the put path, and the teardown of both paths
 
+    /// Counted in UcxProcess::watch() (may send by rendezvous); alive while `rails` is.
+    UcxProcess* watched = nullptr;
+
     // Load/store path: the copy channel of the shm provider on the mapped inbox.
     ucx::Inbox* mapped_inbox = nullptr;
     SharedMapping buffer_mapping; ///< the receive buffer, when it is pmr::allocate memory
@@ -205,9 +209,13 @@ Ucx::SendWindow::~SendWindow() {
     if (state_->load_store()) {
         state_->copier.close();
     }
+    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
     if (!state_->rails.close()) {
         // UCX still reads from this state: keep it, better leaked than overwritten.
         (void)state_.release(); // NOLINT(bugprone-unused-return-value)
+    }
+    if (watched != nullptr) {
+        watched->unwatch();
     }
 }
 
@@ -244,6 +252,10 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     if (connection.process().settings().load_store) {
         s.mapped_inbox = reinterpret_cast<ucx::Inbox*>(s.rails.inbox_key(0).pointer(d.inbox));
     }
+    if (!s.load_store() && connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
+        connection.process().watch();
+        s.watched = &connection.process();
+    }
     if (!s.load_store() && connection.messages()) {
         s.rails.use_messages();
         const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
@@ -251,7 +263,7 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
                   std::to_string(copy_channel::inline_capacity) +
                   " B inside a notice; larger eagerly, copied into the receive buffer" +
                   (rendezvous != 0 ? "; from " + std::to_string(rendezvous) +
-                                         " B by rendezvous from a copy into the receive buffer"
+                                         " B by rendezvous straight into the receive buffer"
                                    : std::string()) +
                   "), credits as messages [" + s.at() + "]");
         return;
@@ -353,6 +365,8 @@ struct Ucx::RecvWindow::State {
 
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
     rails::RailReceiver<Transport> rails;
+    /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
+    UcxProcess* watched = nullptr;
 };
 
 Ucx::RecvWindow::RecvWindow(const WindowSpec& spec)
@@ -362,9 +376,16 @@ Ucx::RecvWindow::RecvWindow(RecvWindow&& other) noexcept = default;
 Ucx::RecvWindow& Ucx::RecvWindow::operator=(RecvWindow&& other) noexcept = default;
 
 Ucx::RecvWindow::~RecvWindow() {
-    if (state_ && !state_->rails.close()) {
+    if (!state_) {
+        return;
+    }
+    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
+    if (!state_->rails.close()) {
         // The sender may still write into this state (UCX reads the credit from it): keep it.
         (void)state_.release(); // NOLINT(bugprone-unused-return-value)
+    }
+    if (watched != nullptr) {
+        watched->unwatch();
     }
 }
 
@@ -377,11 +398,17 @@ Blob Ucx::RecvWindow::describe() const {
     return s.rails.describe(BlobWriter().put(local).take());
 }
 
-void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer,
-                              std::size_t /*peer_bytes*/) {
-    state_->rails.connect(connection, peer, connection.process().settings().load_store);
+void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
+    State& s = *state_;
+    s.rails.connect(connection, peer, connection.process().settings().load_store);
     if (connection.messages()) {
-        state_->rails.use_credit_notices(); // unless the sender's cell is mapped here
+        s.rails.use_credit_notices(); // unless the sender's cell is mapped here
+    }
+    // (A sender that maps this side's memory takes the load/store path instead; watching costs
+    // it nothing but a look every 20 ms.)
+    if (connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
+        connection.process().watch();
+        s.watched = &connection.process();
     }
 }
 

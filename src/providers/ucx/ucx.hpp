@@ -31,11 +31,15 @@
 //   - messages, otherwise where UCX emulates RMA on the connection's lanes (TCP: each put is a
 //     message, and a fence waits for the peer's acknowledgement), see PMR_UCX_PATH: init() sends
 //     credit n as an active message; post() sends up to 232 B inside one active message, larger
-//     messages as one active message per rail with the data, sent eagerly and copied into the
-//     receive buffer by the handler (a rendezvous, which ucp_am_recv_data_nbx would receive
-//     straight into the buffer, completes the send only with the receiver's progress); the
-//     receiver's registry publishes the slot once all bytes of the round landed. No fence, one
-//     message per round and direction plus the credit.
+//     messages as one active message per rail with the data: eagerly (copied into the receive
+//     buffer by the handler) below PMR_UCX_RNDV_BYTES (128 KiB), from there on by UCX's
+//     rendezvous straight from the send buffer into the receive buffer (ucp_am_recv_data_nbx);
+//     the receiver's registry publishes the slot once all bytes of the round landed. No fence,
+//     one message per round and direction plus the credit.
+//   - where a transfer needs the peer's progress to complete (a rendezvous, an eager send
+//     beyond the socket buffers, an emulated put), windows from 64 KiB on have a standby
+//     thread that progresses the workers while the application has not for 20 ms (it may wait
+//     in MPI_Barrier after init() while its peer waits for its send).
 //   - the receiver's wait() sees the sequence word of slot n % 4 (and the rail words) with an
 //     acquire load; on the put path it also progresses the workers, which TCP needs.
 //
@@ -117,6 +121,10 @@ struct Ucx {
         /// Whether windows that do not map each other's memory take the message path
         /// (PMR_UCX_PATH; auto: where UCX emulates RMA on an endpoint of this connection).
         bool messages() const noexcept { return messages_; }
+        /// Whether a large transfer between these processes (not mapping each other's memory)
+        /// moves only while the peer progresses too: on the message path, and on the put path
+        /// where UCX emulates RMA. Such windows have the standby thread (UcxProcess::watch()).
+        bool needs_peer_progress() const noexcept { return messages_ || emulated_; }
         pid_t peer_pid() const noexcept { return pid_; }
 
     private:
@@ -124,6 +132,7 @@ struct Ucx {
         std::vector<std::shared_ptr<ucx::Endpoint>> endpoints_;
         bool same_node_ = false;
         bool messages_ = false;
+        bool emulated_ = false; ///< UCX emulates RMA on an endpoint of this connection
         pid_t pid_ = 0;
         PeerProcess peer_process_;
     };
