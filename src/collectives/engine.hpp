@@ -6,7 +6,8 @@
 // of its steps. That order is what pairs them: the k-th send of rank a to rank b in the plan is the
 // k-th SendWindow on a's connection to b and the k-th RecvWindow on b's connection to a.
 //
-// A run: start() grants every receive window of every step at once (init + post), then posts the
+// A run: start() grants every receive window of every step at once (init + post; staged receive
+// windows were already granted for it when the last run consumed their data), then posts the
 // sends of step 0. A step ends when its receives have arrived: they are applied to the work buffer
 // (copied, or reduced with the received data as the lower or upper operand), and the next step's
 // sends are posted from the work buffer as it is then. Sends are staged in their own windows, so
@@ -122,12 +123,15 @@ private:
     void begin_step(std::size_t index);
     bool sends_complete();
     void end_step(std::size_t index);
+    void grant_next_run(std::size_t index);
 
     struct StepWindows {
         std::vector<SendWindow<std::byte>> sends;
         std::vector<std::size_t> rails; ///< per send: its rail, or no_rail for a plain post
         std::vector<RecvWindow<std::byte>> recvs;
         std::vector<char> received;
+        /// Per receive: granted (init and post) at the end of the last run, for the next.
+        std::vector<char> granted;
     };
 
     std::vector<Step> steps_;

@@ -937,6 +937,9 @@ private:
     }
 
     void finish_credit() {
+        if (credit_request_.done("put (credit)", at())) {
+            return; // the usual case: no clock read, no wait counted by the spin policy
+        }
         Backoff backoff;
         while (!credit_request_.done("put (credit)", at())) {
             connection_->progress();

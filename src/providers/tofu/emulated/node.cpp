@@ -27,7 +27,7 @@ namespace {
 
 constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'32ULL; // "pmrtofu2"
 constexpr std::size_t line = 64;
-/// How long a poll waits for a command that is about to land (ns, real time).
+/// How long a poll waits for the command behind one that landed (ns, real time).
 constexpr std::int64_t spin_ns = 2000;
 
 struct alignas(line) NoticeEntry {
@@ -493,7 +493,7 @@ Status CommandQueue::issue(Command&& command) {
     commands_.push_back(std::move(command));
     queued_.store(commands_.size(), std::memory_order_release);
     node_.queued_.fetch_add(1, std::memory_order_acq_rel);
-    run(false);
+    run(false, false);
     return Status::ok;
 }
 
@@ -571,20 +571,26 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
     return true;
 }
 
-void CommandQueue::run(bool ignore_model) noexcept {
+void CommandQueue::run(bool ignore_model, bool wait_for_next) noexcept {
     if (commands_.empty()) {
         return;
     }
     std::int64_t now = node_.model().enabled() ? now_ns() : 0;
     const std::int64_t spin_until = now + spin_ns;
+    bool landed = false;
     for (Command& c : commands_) {
         // In order: a command lands only after the ones issued before it on this TNI.
+        const bool was_finished = c.finished;
         if (execute(c, now, ignore_model)) {
+            landed = landed || !was_finished;
             continue;
         }
-        // Due within a few microseconds (the sequence word behind a slot, the notice behind
-        // its data): wait for it here rather than in a yield that may cost a time slice.
-        if (ignore_model || c.finished || c.times.land > spin_until) {
+        // The command right behind one that just landed (the sequence word behind its slot, the
+        // notice behind its data) is due within a few microseconds: wait for it here rather than
+        // in a yield that may cost a time slice. Nothing landed: return, and let the caller do
+        // what else it has to (a post that spun here for the last round's credit to land issued
+        // its own puts a latency late: 8 B one-way 2.7 us instead of 1.5 with the k model).
+        if (ignore_model || !wait_for_next || !landed || c.finished || c.times.land > spin_until) {
             break;
         }
         while (now < c.times.land) {

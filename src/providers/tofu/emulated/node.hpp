@@ -35,7 +35,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -184,6 +184,74 @@ private:
     std::int64_t kicked_due_ = 0;
 };
 
+/// A growable FIFO in one array: a std::deque of Commands allocated a block for every second
+/// put (a command is ~250 B), a malloc and a free on every round's data path. Iterators run from
+/// the front; push_back may move the elements (none is referenced across it).
+template <class T>
+class Ring {
+public:
+    /// Forward iterator over `R` (Ring or const Ring) yielding `V&`.
+    template <class R, class V>
+    class BasicIterator {
+    public:
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = V*;
+        using reference = V&;
+        BasicIterator(R* ring, std::size_t index) : ring_(ring), index_(index) {}
+        V& operator*() const { return (*ring_)[index_]; }
+        V* operator->() const { return &(*ring_)[index_]; }
+        BasicIterator& operator++() {
+            ++index_;
+            return *this;
+        }
+        bool operator==(const BasicIterator& other) const { return index_ == other.index_; }
+        bool operator!=(const BasicIterator& other) const { return index_ != other.index_; }
+
+    private:
+        R* ring_;
+        std::size_t index_;
+    };
+    using Iterator = BasicIterator<Ring, T>;
+    using ConstIterator = BasicIterator<const Ring, const T>;
+
+    bool empty() const noexcept { return size_ == 0; }
+    std::size_t size() const noexcept { return size_; }
+    T& operator[](std::size_t i) noexcept { return slots_[(head_ + i) & (slots_.size() - 1)]; }
+    const T& operator[](std::size_t i) const noexcept {
+        return slots_[(head_ + i) & (slots_.size() - 1)];
+    }
+    T& front() noexcept { return slots_[head_]; }
+    void push_back(T&& value) {
+        if (size_ == slots_.size()) {
+            std::vector<T> grown(std::max<std::size_t>(16, 2 * slots_.size()));
+            for (std::size_t i = 0; i < size_; ++i) {
+                grown[i] = std::move((*this)[i]);
+            }
+            slots_ = std::move(grown);
+            head_ = 0;
+        }
+        (*this)[size_] = std::move(value);
+        ++size_;
+    }
+    /// Drops the front element (its resources are released now).
+    void pop_front() noexcept {
+        slots_[head_] = T{};
+        head_ = (head_ + 1) & (slots_.size() - 1);
+        --size_;
+    }
+    Iterator begin() { return {this, 0}; }
+    Iterator end() { return {this, size_}; }
+    ConstIterator begin() const { return {this, 0}; }
+    ConstIterator end() const { return {this, size_}; }
+
+private:
+    std::vector<T> slots_; ///< a power of two in size, or empty
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+};
+
 /// The command queue of one TNI. Not thread-safe: one caller at a time.
 class CommandQueue {
 public:
@@ -269,7 +337,9 @@ private:
                                 const PutFlags& flags) const;
     /// Moves what is due of `c`; true once it is finished.
     bool execute(Command& c, std::int64_t now, bool ignore_model) noexcept;
-    void run(bool ignore_model) noexcept;
+    /// Lands what is due; with `wait_for_next`, also a command due within a few microseconds
+    /// right behind one that landed in this call.
+    void run(bool ignore_model, bool wait_for_next = true) noexcept;
     /// Copies what `c` has still to land from its source; false if out of memory.
     static bool stage(Command& c) noexcept;
     /// Drops the commands at the front that have landed and were reported.
@@ -279,7 +349,7 @@ private:
     std::size_t tni_;
     std::size_t depth_;
     std::uint64_t next_cookie_ = 1;
-    std::deque<Command> commands_;
+    Ring<Command> commands_;
     std::atomic<std::size_t> queued_{0}; ///< commands_.size(), for idle()
     std::size_t reported_ = 0; ///< commands at the front of commands_ whose completion was polled
 };
