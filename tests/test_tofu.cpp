@@ -509,15 +509,28 @@ TEST_CASE("puts on distinct TNIs overlap as the model says", "[overlap]") {
         }
         pmr::detail::wait_all(waits.data(), waits.size());
     };
-    const double lone = fastest_round(9, [&] { exchange(false); });
-    const double all = fastest_round(9, [&] { exchange(true); });
     const tofu::TimingModel m(p);
     const double modelled = m.lone_put_seconds(bytes, 1);
-    if (rank == 0) {
-        std::printf("tofu overlap: one %zu B put alone %.2f ms, 3 at once on 3 TNIs from each of "
-                    "4 ranks %.2f ms (ratio %.2f); the model's lone put %.2f ms\n",
-                    bytes, lone * 1e3, all * 1e3, all / lone, modelled * 1e3);
+    // 1.6 when the model serialised the TNIs' injection, in every attempt. Other jobs on a
+    // 2-core machine can starve the 4 ranks (which land their puts only while they run) for a
+    // whole attempt: up to 3 attempts, all ranks deciding together.
+    constexpr double limit = 1.4;
+    double lone = 0.0;
+    double ratio = 0.0;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        lone = fastest_round(9, [&] { exchange(false); });
+        const double all = fastest_round(9, [&] { exchange(true); });
+        ratio = all / lone;
+        if (rank == 0) {
+            std::printf("tofu overlap, attempt %d: one %zu B put alone %.2f ms, 3 at once on 3 "
+                        "TNIs from each of 4 ranks %.2f ms (ratio %.2f); the model's lone put "
+                        "%.2f ms\n",
+                        attempt, bytes, lone * 1e3, all * 1e3, ratio, modelled * 1e3);
+        }
+        if (ratio < limit) {
+            break;
+        }
     }
     CHECK(lone >= modelled);
-    CHECK(all / lone < 1.4); // 1.6 when the model serialised the TNIs' injection
+    CHECK(ratio < limit);
 }

@@ -90,9 +90,11 @@ public:
                 check_if_verifying(pong_channel, "pong at rank 0");
                 break;
             case Role::responder:
-                // The receive of the next ping is made ready as soon as the pong is out, as a
-                // persistent loop does. Making it ready at the start of run() would put a credit
-                // round trip behind every sample's barrier into the first ping of the sample.
+                // The receive of the next ping is made ready as soon as the pong is out (the
+                // ping's data has been used), as a persistent loop does: its credit then travels
+                // while the pong does. Making it ready at the start of run() would put a credit
+                // round trip behind every sample's barrier into the first ping of the sample, and
+                // after send_->wait() the time of that wait into every round.
                 if (!receive_ready_) {
                     recv_->init();
                 }
@@ -102,9 +104,9 @@ public:
                 send_->init();
                 fill_if_verifying(pong_channel);
                 post_send();
-                send_->wait();
                 recv_->init();
                 receive_ready_ = true;
+                send_->wait();
                 break;
             case Role::loopback:
                 for (int channel : {ping_channel, pong_channel}) {

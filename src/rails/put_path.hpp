@@ -34,6 +34,13 @@
 //                                                // the peer's Registry::destination()/landed();
 //                                                // complete once the data left the source and
 //                                                // the piece header may be reused
+// and, optionally (see has_put_pair):
+//   static std::pair<Request, Request> put_pair(Connection&, rail, const RemoteKey&,
+//                      const void* first, bytes, address, const void* second, bytes, address,
+//                      where);                   // two puts, the second landing after the
+//                                                // first, issued at once (a slot and its
+//                                                // sequence word: the transport saves the
+//                                                // per-put work between them)
 #pragma once
 
 #include "base/backoff.hpp"
@@ -114,6 +121,17 @@ struct has_piece_messages<
            std::declval<typename T::Connection&>(), std::size_t{}, std::declval<const Piece&>(),
            std::declval<const void*>(), std::size_t{}, std::declval<const std::string&>())})>>
     : std::true_type {};
+
+/// Whether transport T issues a slot and its sequence word together (T::put_pair).
+template <class T, class = void>
+struct has_put_pair : std::false_type {};
+template <class T>
+struct has_put_pair<T,
+                    std::void_t<decltype(T::put_pair(
+                        std::declval<typename T::Connection&>(), std::size_t{},
+                        std::declval<const typename T::RemoteKey&>(), std::declval<const void*>(),
+                        std::size_t{}, std::uint64_t{}, std::declval<const void*>(), std::size_t{},
+                        std::uint64_t{}, std::declval<const std::string&>()))>> : std::true_type {};
 
 template <class T>
 constexpr bool transport_conforms() {
@@ -542,9 +560,7 @@ private:
             if (bytes_ > 0) {
                 std::memcpy(image_.data, source_, bytes_);
             }
-            keep(T::put(*connection_, 0, inbox_keys_[0], &image_.bytes, slot_header_bytes + bytes_,
-                        slot + slot_header_offset, at()));
-            put_sequence(slot);
+            put_slot(slot, slot_header_bytes + bytes_);
             return true;
         }
         if constexpr (has_piece_messages<T>::value) {
@@ -588,9 +604,7 @@ private:
             image_.bytes = bytes_;
             image_.delivery = copy_channel::Delivery::direct;
             image_.reserved = other_rails;
-            keep(T::put(*connection_, 0, inbox_keys_[0], &image_.bytes, slot_header_bytes,
-                        slot + slot_header_offset, at()));
-            put_sequence(slot);
+            put_slot(slot, slot_header_bytes);
         }
         return true;
     }
@@ -625,11 +639,22 @@ private:
         return n;
     }
 
-    void put_sequence(std::uint64_t slot) {
-        T::fence(*connection_, 0, at());
+    // The slot's first `bytes` from image_ (header, then inline data), then its sequence word.
+    void put_slot(std::uint64_t slot, std::size_t bytes) {
         sequence_ = round_;
-        keep(T::put(*connection_, 0, inbox_keys_[0], &sequence_, sizeof sequence_,
-                    slot + offsetof(copy_channel::Slot, sequence), at()));
+        const std::uint64_t header = slot + slot_header_offset;
+        const std::uint64_t sequence = slot + offsetof(copy_channel::Slot, sequence);
+        if constexpr (has_put_pair<T>::value) {
+            auto requests = T::put_pair(*connection_, 0, inbox_keys_[0], &image_.bytes, bytes,
+                                        header, &sequence_, sizeof sequence_, sequence, at());
+            keep(std::move(requests.first));
+            keep(std::move(requests.second));
+        } else {
+            keep(T::put(*connection_, 0, inbox_keys_[0], &image_.bytes, bytes, header, at()));
+            T::fence(*connection_, 0, at());
+            keep(T::put(*connection_, 0, inbox_keys_[0], &sequence_, sizeof sequence_, sequence,
+                        at()));
+        }
         end_writing();
         phase_ = Phase::completing;
     }

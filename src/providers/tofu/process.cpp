@@ -363,8 +363,11 @@ std::size_t TofuProcess::next_first_tni() noexcept {
     return rotation_++ % node_->tnis();
 }
 
-Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* source,
-                         std::size_t bytes, std::uint64_t address, const std::string& where) {
+namespace {
+/// The steering address of [address, address + bytes) in the region of `key`.
+/// @throws ProviderError if the range leaves the region.
+Stadd checked_stadd(const RemoteKey& key, std::size_t bytes, std::uint64_t address,
+                    const std::string& where) {
     const RegionKey& region = key.region->key();
     if (address < region.address || address - region.address > region.bytes ||
         bytes > region.bytes - (address - region.address)) {
@@ -374,7 +377,45 @@ Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* sour
                                  std::to_string(region.address),
                              where);
     }
-    const Stadd stadd = region.stadd + (address - region.address);
+    return region.stadd + (address - region.address);
+}
+} // namespace
+
+std::pair<Request, Request> TofuProcess::put_pair(std::size_t tni, const RemoteKey& key,
+                                                  const void* first, std::size_t first_bytes,
+                                                  std::uint64_t first_address, const void* second,
+                                                  std::size_t second_bytes,
+                                                  std::uint64_t second_address,
+                                                  const std::string& where) {
+    if (settings_.model.enabled && first_bytes <= piggyback_capacity &&
+        second_bytes <= piggyback_capacity) {
+        const Stadd first_stadd = checked_stadd(key, first_bytes, first_address, where);
+        const Stadd second_stadd = checked_stadd(key, second_bytes, second_address, where);
+        PutFlags flags;
+        flags.inline_source = true; // both travel in their commands
+        std::lock_guard<std::mutex> lock(engine_mutex_);
+        CommandQueue& queue = node_->queue(tni);
+        if (queue.outstanding() + 2 <= queue.depth()) {
+            std::uint64_t first_cookie = 0;
+            std::uint64_t second_cookie = 0;
+            // Room for both: neither answers busy.
+            (void)queue.put(key.node, key.tni, *key.region, first_stadd, first, first_bytes, flags,
+                            first_cookie);
+            (void)queue.put(key.node, key.tni, *key.region, second_stadd, second, second_bytes,
+                            flags, second_cookie);
+            (void)publish_due_locked();
+            wake_engine();
+            return {Request{this, tni, first_cookie}, Request{this, tni, second_cookie}};
+        }
+    }
+    const Request a = put(tni, key, first, first_bytes, first_address, where);
+    return {a, put(tni, key, second, second_bytes, second_address, where)};
+}
+
+Request TofuProcess::put(std::size_t tni, const RemoteKey& key, const void* source,
+                         std::size_t bytes, std::uint64_t address, const std::string& where) {
+    const RegionKey& region = key.region->key();
+    const Stadd stadd = checked_stadd(key, bytes, address, where);
     const auto* from = static_cast<const std::byte*>(source);
     if (!settings_.model.enabled && bytes <= max_put_bytes) {
         // No model: the put is done when it returns, with no command to poll later, and without
@@ -504,7 +545,14 @@ void TofuProcess::progress_locked() noexcept {
     std::int64_t now = 0;
     if (modelled) {
         now = now_ns();
-        node_->set_polled(now);
+        // Peers read the poll time beside the node's next due time (one cache line) in every
+        // poll of theirs; stored at every poll it bounced that line between the cores each
+        // time. Its readers allow 2 us of slack (wake_if_overdue) or far more (the engine).
+        constexpr std::int64_t publish_every = 500;
+        if (now - polled_published_ >= publish_every) {
+            polled_published_ = now;
+            node_->set_polled(now);
+        }
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);

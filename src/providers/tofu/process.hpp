@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pmr::detail::tofu {
@@ -127,6 +128,14 @@ public:
     /// busy. @throws ProviderError outside the registered region, Timeout after PMR_TIMEOUT.
     Request put(std::size_t tni, const RemoteKey& key, const void* source, std::size_t bytes,
                 std::uint64_t address, const std::string& where);
+    /// Two small puts on one TNI, issued together (one lock, one publication of what is due),
+    /// the second landing after the first: a round's slot and its sequence word, whose issue
+    /// times the model counts from. Falls back to two put() calls where they do not fit a
+    /// command each or the queue lacks room for both. @returns the requests of both.
+    std::pair<Request, Request> put_pair(std::size_t tni, const RemoteKey& key, const void* first,
+                                         std::size_t first_bytes, std::uint64_t first_address,
+                                         const void* second, std::size_t second_bytes,
+                                         std::uint64_t second_address, const std::string& where);
     /// Sends `notice` to `peer`'s TNI `remote_tni`, landing after everything issued to that peer
     /// so far (without the model: lands everything now; with it, the engine lands what nobody
     /// polls for).
@@ -180,6 +189,8 @@ private:
     std::map<std::pair<std::size_t, std::uint64_t>, int> failures_;
     std::map<std::uint64_t, Peer> peers_; ///< by node id
     std::size_t rotation_ = 0;
+    /// The last poll time published in the node's segment (progress_locked).
+    std::int64_t polled_published_ = 0;
     /// The engine waits for a put to wake it (set under engine_mutex_). The engine sleeps on the
     /// node's futex word (Node::engine_sleep), where peers can wake it too.
     std::atomic<bool> engine_asleep_{false};

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace pmr::detail::tofu {
 
@@ -27,6 +28,15 @@ struct BasicTransport {
                        const void* source, std::size_t bytes, std::uint64_t address,
                        const std::string& where) {
         return connection.process().put(connection.tni(rail), key, source, bytes, address, where);
+    }
+    /// A slot and its sequence word in one go (see TofuProcess::put_pair).
+    static std::pair<Request, Request>
+    put_pair(Connection& connection, std::size_t rail, const RemoteKey& key, const void* first,
+             std::size_t first_bytes, std::uint64_t first_address, const void* second,
+             std::size_t second_bytes, std::uint64_t second_address, const std::string& where) {
+        return connection.process().put_pair(connection.tni(rail), key, first, first_bytes,
+                                             first_address, second, second_bytes, second_address,
+                                             where);
     }
     /// Nothing to do: a TNI's queue executes its commands in order, and a command lands only
     /// after the ones before it, so later operations on the rail land after earlier ones.

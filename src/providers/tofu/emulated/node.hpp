@@ -21,10 +21,11 @@
 //     (the last latency's worth of bytes, a few KiB; all of it if nobody polled meanwhile).
 // What is not: the physical medium is shared memory between processes of one machine (memory
 // files, and cross-memory attach for memory that is not one); a command moves only while some
-// thread calls into its queue (put, poll, progress): the tofu provider runs a thread that does so
-// at the modelled times, standing in for the hardware that works in the background; sources need
-// no registration; a put to a region that was deregistered is not detected; no barrier interface,
-// no atomic operations, no cache injection, no hardware routing (hops come from the caller).
+// thread polls or progresses its queue (or, without the model, when it is put): the tofu provider
+// runs a thread that does so at the modelled times, standing in for the hardware that works in
+// the background; sources need no registration; a put to a region that was deregistered is not
+// detected; no barrier interface, no atomic operations, no cache injection, no hardware routing
+// (hops come from the caller).
 #pragma once
 
 #include "base/blob.hpp"
