@@ -554,11 +554,19 @@ void TofuProcess::progress_locked() noexcept {
             node_->set_polled(now);
         }
     }
+    bool ran = false; // some queue ran: what is due next may have changed
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         CommandQueue& queue = node_->queue(t);
         if (queue.outstanding() == 0 && queue.next_due() == never_due) {
             continue;
         }
+        if (modelled && queue.next_event() > now) {
+            // Nothing lands and nothing completes yet: a waiting caller polls in a loop, and
+            // running the queue every time made each turn of it several hundred instructions
+            // long, the lag of every landing and every notice.
+            continue;
+        }
+        ran = true;
         Completion c;
         while (queue.poll(c)) {
             completed_[t] = c.cookie;
@@ -571,13 +579,18 @@ void TofuProcess::progress_locked() noexcept {
         }
     }
     if (modelled) {
-        (void)publish_due_locked();
+        if (ran) {
+            (void)publish_due_locked(); // puts publish their own
+        }
         // A peer whose caller stopped polling leaves its commands to its engine, which would
         // look only a while later: wake it once one is overdue (2 us: a polling caller is due).
         constexpr std::int64_t slack = 2000;
         for (auto& entry : peers_) {
             (void)entry.second.node->wake_if_overdue(now, slack);
         }
+    }
+    if (!node_->notice_waiting()) {
+        return; // one counter in the node's segment, instead of every TNI's queue
     }
     for (std::size_t t = 0; t < node_->tnis(); ++t) {
         RemoteNotice notice;

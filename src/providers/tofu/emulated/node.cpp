@@ -670,6 +670,20 @@ std::int64_t CommandQueue::next_due() const noexcept {
     return std::numeric_limits<std::int64_t>::max();
 }
 
+std::int64_t CommandQueue::next_event() const noexcept {
+    std::int64_t next = next_due();
+    if (reported_ < commands_.size()) {
+        const Command& c = commands_[reported_];
+        if (c.finished) {
+            return 0; // reportable now
+        }
+        if (!c.is_get) {
+            next = std::min(next, c.times.done); // a get completes when it lands: next_due()
+        }
+    }
+    return next;
+}
+
 void CommandQueue::progress() {
     run(false);
 }

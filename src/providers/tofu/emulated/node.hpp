@@ -293,6 +293,9 @@ public:
     /// When progress() has something to do next, in now_ns() time: a past time if it is held up
     /// (the target's notice queue is full), the largest value if every command has landed.
     std::int64_t next_due() const noexcept;
+    /// When poll() has something to do next: next_due() or the local completion of the oldest
+    /// command not reported yet, whichever comes first (in now_ns() time, with the model on).
+    std::int64_t next_event() const noexcept;
     /// Executes everything now, ignoring the model (teardown: nothing would move later).
     void drain();
 
