@@ -170,7 +170,7 @@ private:
     AlignedBuffer recv_buffer_;
     std::optional<pmr::SendWindow<unsigned char>> send_;
     std::optional<pmr::RecvWindow<unsigned char>> recv_;
-    bool receive_ready_ = false; ///< responder: recv_ was init()ed at the end of the last round
+    bool receive_ready_ = false; ///< responder: recv_ was init()ed after the last pong
 };
 
 /// The three MPI baselines differ only in how one message goes out and comes in.

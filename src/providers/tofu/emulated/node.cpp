@@ -494,7 +494,7 @@ Status CommandQueue::issue(Command&& command) {
     queued_.store(commands_.size(), std::memory_order_release);
     node_.queued_.fetch_add(1, std::memory_order_acq_rel);
     if (!node_.model().enabled()) {
-        run(false, false); // lands now
+        run(false); // lands now
     }
     // With the model nothing of this command is due yet, and what earlier commands have due
     // the caller's next poll lands (running the queue here cost every put ~250 instructions,
@@ -576,7 +576,7 @@ bool CommandQueue::execute(Command& c, std::int64_t now, bool ignore_model) noex
     return true;
 }
 
-void CommandQueue::run(bool ignore_model, bool wait_for_next) noexcept {
+void CommandQueue::run(bool ignore_model) noexcept {
     if (commands_.empty()) {
         return;
     }
@@ -595,7 +595,7 @@ void CommandQueue::run(bool ignore_model, bool wait_for_next) noexcept {
         // in a yield that may cost a time slice. Nothing landed: return, and let the caller do
         // what else it has to (a post that spun here for the last round's credit to land issued
         // its own puts a latency late: 8 B one-way 2.7 us instead of 1.5 with the k model).
-        if (ignore_model || !wait_for_next || !landed || c.finished || c.times.land > spin_until) {
+        if (ignore_model || !landed || c.finished || c.times.land > spin_until) {
             break;
         }
         while (now < c.times.land) {

@@ -341,9 +341,9 @@ private:
                                 const PutFlags& flags) const;
     /// Moves what is due of `c`; true once it is finished.
     bool execute(Command& c, std::int64_t now, bool ignore_model) noexcept;
-    /// Lands what is due; with `wait_for_next`, also a command due within a few microseconds
-    /// right behind one that landed in this call.
-    void run(bool ignore_model, bool wait_for_next = true) noexcept;
+    /// Lands what is due, and a command due within a few microseconds right behind one that
+    /// landed in this call.
+    void run(bool ignore_model) noexcept;
     /// Copies what `c` has still to land from its source; false if out of memory.
     static bool stage(Command& c) noexcept;
     /// Drops the commands at the front that have landed and were reported.
