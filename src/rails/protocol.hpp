@@ -29,6 +29,25 @@
 //                      into the receive buffer); no fence
 //   receiver:          the registry copies (or the transport receives) each piece into the buffer
 //                      and publishes the slot of round n once all bytes of the round have landed.
+//
+// Small rounds run ahead of the credits on the message path, as eager MPI sends do: those that
+// fit a notice, and every round of a receive window up to ahead_bytes whose pieces the transport
+// delivers eagerly. Such a round needs credit n - ahead_rounds, not n. A message of a round the
+// receiver has not begun (init) waits in the registry, at most ahead_rounds rounds per window,
+// which copies it into the buffer when the receiver begins the round (Registry::grant); the
+// sender marks it `early_flag` (a message of a round the receiver has begun lands as before).
+// A sender that runs every round of the window ahead marks its messages `ahead_flag`; a receiver
+// that has seen the flag sends the credit of every credit_interval-th round only, and sends it in
+// its next test() rather than in init(), behind the data its thread posts in between. That never
+// stalls the sender where the strict protocol would not: a receiver that waits for round m >= n
+// has sent a credit >= m - credit_interval + 1 >= n - ahead_rounds. Over TCP it saves three of
+// four credit messages and takes them out of a ping-pong's critical path. What changes for the
+// application: such a send completes before the receiver has begun the round (as on shm for
+// inline rounds), so a receive window destroyed meanwhile, or a dead peer, shows in the sender's
+// wait only once it needs a credit again, at most ahead_rounds rounds later; the rounds in
+// between are dropped. (Only on the message path: a put ahead of the credit could write into an
+// inbox that its receiver is freeing, while the registry drops a message for a window that is
+// gone.)
 #pragma once
 
 #include "base/copy_channel.hpp"
@@ -61,7 +80,7 @@ struct Inbox {
 };
 
 /// Messages between windows.
-enum class NoticeKind : std::uint32_t {
+enum class NoticeKind : std::uint16_t {
     receiver_closed = 1, ///< to a sender: no more credits; `round` != 0: answer with revoke_ack
     /// to a receiver: no more data. Sent on rail 0 and on every rail that ever carried pieces
     /// (`rails`, the mask of those above 0), each behind that rail's puts: the sender counts as
@@ -81,7 +100,8 @@ struct Notice {
     std::uint64_t round = 0;
     std::uint64_t bytes = 0; ///< arrived on rail 0: bytes of the round
     NoticeKind kind = NoticeKind::receiver_closed;
-    std::uint16_t rail = 0; ///< arrived, sender_closed: the rail this notice travelled on
+    std::uint16_t flags = 0; ///< arrived on the message path: ahead_flag, early_flag
+    std::uint16_t rail = 0;  ///< arrived, sender_closed: the rail this notice travelled on
     /// arrived on rail 0, sender_closed: mask of the other rails that carried pieces
     std::uint16_t rails = 0;
 };
@@ -92,6 +112,20 @@ struct Piece {
     Notice notice;
     std::uint64_t offset = 0;
 };
+
+/// Rounds a sender on the message path may run ahead of its credit (protocol above).
+inline constexpr std::uint64_t ahead_rounds = 7;
+/// Receive windows up to this size take every round ahead of the credit on the message path
+/// where the transport delivers their pieces eagerly.
+inline constexpr std::size_t ahead_bytes = std::size_t{64} << 10;
+/// A receiver that the sender runs ahead of sends the credit of every credit_interval-th round.
+inline constexpr std::uint64_t credit_interval = (ahead_rounds + 1) / 2;
+/// `Notice::flags` of an `arrived` notice or a piece on the message path: the sender runs every
+/// round of this window ahead of its credits (`ahead_flag`, also in the slot's `reserved` field
+/// once the round landed: bit 0 is never a rail there), and this round went before its credit
+/// (`early_flag`).
+inline constexpr std::uint16_t ahead_flag = 1;
+inline constexpr std::uint16_t early_flag = 2;
 
 /// Bits of a send window's state word that the notice handler shares with the data path.
 inline constexpr std::uint32_t writing_bit = 1; ///< the sender is putting into receiver memory

@@ -285,6 +285,7 @@ public:
         }
         connection_ = &connection;
         receiver_id_ = d.id;
+        peer_bytes_ = d.bytes;
         inbox_address_ = d.inbox;
         buffer_address_ = d.buffer;
         for (std::size_t rail = 0; rail < rails; ++rail) {
@@ -309,12 +310,17 @@ public:
     void use_load_store() noexcept { load_store_ = true; }
 
     /// The message path of protocol.hpp instead of puts (after connect): every round is one
-    /// message per rail that carries pieces, with the data, and no fence.
-    void use_messages() noexcept {
+    /// message per rail that carries pieces, with the data, and no fence. `eager_bytes`: pieces
+    /// below this size reach the receiver with their data (0: every size), which lets rounds of
+    /// receive windows up to ahead_bytes run ahead of their credits.
+    void use_messages(std::size_t eager_bytes) noexcept {
         static_assert(has_piece_messages<T>::value,
                       "the message path needs T::send (see the top of rails/put_path.hpp)");
         messages_ = true;
         signal_by_message_ = true;
+        window_ahead_ =
+            peer_bytes_ <= copy_channel::inline_capacity ||
+            (peer_bytes_ <= ahead_bytes && (eager_bytes == 0 || peer_bytes_ < eager_bytes));
     }
 
     const typename T::RemoteKey& inbox_key(std::size_t rail) const { return inbox_keys_[rail]; }
@@ -530,7 +536,10 @@ private:
         if (credit == revoked_credit || (flags_.load(std::memory_order_acquire) & revoked_bit)) {
             receiver_gone();
         }
-        if (credit < round_) {
+        // Rounds that fit a notice, and every round of a small window, may run ahead of the
+        // credit on the message path (protocol.hpp).
+        const bool ahead = messages_ && (window_ahead_ || bytes_ <= copy_channel::inline_capacity);
+        if (credit < round_ && (!ahead || credit + ahead_rounds < round_)) {
             // The credit lands on rail 0, but the peer may grant it only once this side has
             // progressed the others (its send to this side finished).
             connection_->progress();
@@ -547,7 +556,7 @@ private:
             signal_by_message_) {
             // One notice carries a small message whole: a put costs a message of its own where
             // the transport emulates puts.
-            keep(T::signal(*connection_, 0, arrival(0, 0), source_, bytes_, at()));
+            keep(T::signal(*connection_, 0, arrival(0, 0, flags(credit)), source_, bytes_, at()));
             end_writing();
             phase_ = Phase::completing;
             return true;
@@ -565,7 +574,7 @@ private:
         }
         if constexpr (has_piece_messages<T>::value) {
             if (messages_) {
-                send_pieces();
+                send_pieces(flags(credit));
                 return true;
             }
         }
@@ -611,12 +620,12 @@ private:
 
     // The message path: one message per piece, each with its data; the receiver publishes the
     // round once all bytes landed. The writing bit stays set until the sends complete.
-    void send_pieces() {
+    void send_pieces(std::uint16_t round_flags) {
         piece_headers_.resize(pieces_.size());
         for (std::size_t i = 0; i < pieces_.size(); ++i) {
             const RailRange& piece = pieces_[i];
             Piece& header = piece_headers_[i];
-            header.notice = arrival(piece.rail, 0);
+            header.notice = arrival(piece.rail, 0, round_flags);
             header.offset = piece.offset;
             keep(T::send(*connection_, piece.rail, header, source_ + piece.offset, piece.bytes,
                          at()));
@@ -627,7 +636,14 @@ private:
         phase_ = Phase::completing;
     }
 
-    const Notice& arrival(std::size_t rail, std::uint16_t other_rails) {
+    /// The flags of the message path's notices and pieces (protocol.hpp).
+    std::uint16_t flags(std::uint64_t credit) const noexcept {
+        return static_cast<std::uint16_t>((window_ahead_ ? ahead_flag : 0) |
+                                          (credit < round_ ? early_flag : 0));
+    }
+
+    const Notice& arrival(std::size_t rail, std::uint16_t other_rails,
+                          std::uint16_t round_flags = 0) {
         Notice& n = signals_[rail];
         n.target = receiver_id_;
         n.from = id_;
@@ -636,6 +652,7 @@ private:
         n.kind = NoticeKind::arrived;
         n.rail = static_cast<std::uint16_t>(rail);
         n.rails = other_rails;
+        n.flags = round_flags;
         return n;
     }
 
@@ -701,6 +718,8 @@ private:
 
     bool signal_by_message_ = false; ///< notices instead of fence and sequence put
     bool messages_ = false;          ///< the message path (use_messages())
+    bool window_ahead_ = false;      ///< every round may run ahead of its credit (protocol.hpp)
+    std::size_t peer_bytes_ = 0;     ///< of the receive window
     // Starting rounds from other windows' progress (WaitingRounds), guarded by its mutex.
     std::atomic<bool> listed_{false};
     std::atomic<bool> busy_{false}; ///< a listed window's round is being advanced
@@ -878,6 +897,13 @@ public:
         // The credit goes where either path of the sender looks: the inbox (load/store) and the
         // sender's cell (put path).
         copy_channel::grant(inbox_->block, round_);
+        if constexpr (has_piece_messages<T>::value) {
+            if (mapped_cell_ == nullptr) {
+                // Messages of this round that came ahead of it wait in the registry until now,
+                // also where the sender has finished its last round and closed since.
+                process_->registry().grant(id_, round_);
+            }
+        }
         if (sender_closed()) {
             return; // nobody to grant; wait() reports PeerLost
         }
@@ -885,21 +911,28 @@ public:
             mapped_cell_->store(round_, std::memory_order_release);
             return;
         }
-        finish_credit(); // the network may still read the previous credit from `credit_`
-        credit_ = round_;
         if (credit_notices_) {
-            credit_notice_.target = sender_id_;
-            credit_notice_.from = id_;
-            credit_notice_.round = round_;
-            credit_notice_.kind = NoticeKind::credit;
-            credit_request_ = T::signal(*connection_, 0, credit_notice_, nullptr, 0, at());
+            if (sender_ahead_) {
+                // The sender runs ahead of its credits: some rounds suffice, and they may wait
+                // for this side's next test() (protocol.hpp), so that a thread that posts its own
+                // data after this init() puts that on the wire first.
+                credit_deferred_ = round_ % credit_interval == 0;
+                return;
+            }
+            send_credit_notice();
             return;
         }
+        finish_credit(); // the network may still read the previous credit from `credit_`
+        credit_ = round_;
         credit_request_ =
             T::put(*connection_, 0, cell_key_, &credit_, sizeof credit_, cell_address_, at());
     }
 
     bool test() {
+        if (credit_deferred_) {
+            credit_deferred_ = false;
+            send_credit_notice();
+        }
         if (arrived()) {
             return true;
         }
@@ -952,6 +985,7 @@ private:
             }
         }
         sender_connected_.store(true, std::memory_order_relaxed); // it wrote: it has the keys
+        sender_ahead_ = (slot.reserved & ahead_flag) != 0;
         received_ = static_cast<std::size_t>(slot.bytes);
         if (received_ > 0 && slot.delivery == copy_channel::Delivery::inlined) {
             std::memcpy(buffer_, slot.data, received_);
@@ -959,6 +993,15 @@ private:
             std::memcpy(buffer_, extra_area_, received_);
         }
         return true;
+    }
+
+    void send_credit_notice() {
+        finish_credit(); // the network may still read the previous notice
+        credit_notice_.target = sender_id_;
+        credit_notice_.from = id_;
+        credit_notice_.round = round_;
+        credit_notice_.kind = NoticeKind::credit;
+        credit_request_ = T::signal(*connection_, 0, credit_notice_, nullptr, 0, at());
     }
 
     void finish_credit() {
@@ -1050,7 +1093,9 @@ private:
     bool credit_notices_ = false;                       ///< credits as notices, not puts
     Notice credit_notice_;                              ///< source of the credit notice
     typename T::Request credit_request_;
-    bool sender_puts_ = true; ///< the sender is on the put path (its data lands during progress)
+    bool sender_puts_ = true;   ///< the sender is on the put path (its data lands during progress)
+    bool sender_ahead_ = false; ///< its last round said it runs ahead of credits (protocol.hpp)
+    bool credit_deferred_ = false; ///< the credit of round_ goes out in the next test()
 
     std::uint64_t round_ = 0;
     std::size_t received_ = 0;

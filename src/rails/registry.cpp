@@ -45,9 +45,71 @@ std::byte* Registry::destination(const Piece& piece, std::size_t bytes) noexcept
 
 void Registry::landed(const Piece& piece, const void* data, std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (Link* link = receiver_locked(piece.notice.target)) {
-        landed_locked(*link, piece, data, bytes);
+    Link* link = receiver_locked(piece.notice.target);
+    if (link == nullptr) {
+        return;
     }
+    if ((piece.notice.flags & early_flag) != 0 && piece.notice.round > link->granted &&
+        data != nullptr) {
+        // Ahead of its round: the receiver may still read the buffer.
+        (void)keep_early_locked(*link, piece, data, bytes);
+        return;
+    }
+    landed_locked(*link, piece, data, bytes);
+}
+
+bool Registry::keep_early_locked(Link& link, const Piece& piece, const void* data,
+                                 std::size_t bytes) noexcept {
+    const Notice& notice = piece.notice;
+    if (notice.bytes > link.capacity || notice.bytes > ahead_bytes ||
+        notice.round > link.granted + ahead_rounds || piece.offset > notice.bytes ||
+        bytes > notice.bytes - piece.offset) {
+        return false; // not a round the protocol lets run ahead: dropped, it never completes
+    }
+    try {
+        if (link.early.empty()) {
+            link.early.resize(ahead_rounds + 1);
+        }
+        Early& early = link.early[notice.round % (ahead_rounds + 1)];
+        if (early.round != notice.round) {
+            early.round = notice.round;
+            early.bytes = 0;
+            early.notice = notice;
+            early.data.resize(notice.bytes);
+        }
+        if (bytes > 0) {
+            std::memcpy(early.data.data() + piece.offset, data, bytes);
+        }
+        early.bytes += bytes;
+        return true;
+    } catch (const std::bad_alloc&) {
+        return false; // the round never completes: the receiver's wait ends in Timeout
+    }
+}
+
+void Registry::grant(std::uint64_t id, std::uint64_t round) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link* link = receiver_locked(id);
+    if (link == nullptr) {
+        return;
+    }
+    link->granted = round;
+    if (link->early.empty()) {
+        return;
+    }
+    Early& early = link->early[round % (ahead_rounds + 1)];
+    if (early.round != round) {
+        return;
+    }
+    // Whatever has not come yet lands in the buffer after this copy, which it overwrites.
+    Piece whole;
+    whole.notice = early.notice;
+    whole.offset = 0;
+    if (!early.data.empty()) {
+        std::memcpy(link->buffer, early.data.data(), early.data.size());
+    }
+    early.round = 0;
+    landed_locked(*link, whole, nullptr, early.bytes);
 }
 
 void Registry::received(const Piece& piece, std::size_t bytes, bool ok) noexcept {
@@ -89,10 +151,11 @@ void Registry::landed_locked(Link& link, const Piece& piece, const void* data,
         link.landed_bytes = 0;
     }
     link.landed_bytes += bytes;
-    // Rounds do not overlap (the next needs a credit the receiver grants after this one), so
-    // counting bytes suffices; the pieces of a round carry disjoint ranges.
+    // Rounds do not overlap in the buffer (pieces ahead of their round wait in `early` until the
+    // receiver has begun it, after its wait on the previous one), so counting bytes suffices;
+    // the pieces of a round carry disjoint ranges.
     if (link.landed_bytes == notice.bytes) {
-        copy_channel::slot_of(link.inbox->block, notice.round).reserved = 0;
+        copy_channel::slot_of(link.inbox->block, notice.round).reserved = notice.flags & ahead_flag;
         copy_channel::publish(link.inbox->block, notice.round, notice.bytes,
                               copy_channel::Delivery::direct);
     }
@@ -186,9 +249,18 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
     case NoticeKind::arrived:
         if (link != nullptr && link->role == Link::Role::receiver) {
             // The pieces came before this message on the same lane: publish them.
-            if (notice.rail == 0 && bytes > 0 && bytes == notice.bytes &&
-                bytes <= copy_channel::inline_capacity) {
-                copy_channel::slot_of(link->inbox->block, notice.round).reserved = 0;
+            if (notice.rail == 0 && (notice.flags & early_flag) != 0 &&
+                notice.round > link->granted) {
+                // A whole round ahead of the receiver (protocol.hpp): kept until it begins it.
+                Piece piece;
+                piece.notice = notice;
+                (void)keep_early_locked(*link, piece, data, bytes);
+            } else if (notice.rail == 0 && bytes == notice.bytes &&
+                       bytes <= copy_channel::inline_capacity) {
+                // A whole round in the notice (empty ones only on the message path: the put
+                // path puts its empty rounds into the slot).
+                copy_channel::slot_of(link->inbox->block, notice.round).reserved =
+                    notice.flags & ahead_flag;
                 copy_channel::publish_inline(link->inbox->block, notice.round,
                                              static_cast<const std::byte*>(data), bytes);
             } else if (notice.rail == 0) {

@@ -65,6 +65,10 @@ public:
     /// Message path: receives into the buffer of window `id` still in progress (the window must
     /// not free its buffer while there are any).
     std::size_t receiving(std::uint64_t id) noexcept;
+    /// Message path: receive window `id` has begun `round` (init()): its pieces may land in the
+    /// buffer from now on, and those that came ahead of it are copied there now. Pieces of later
+    /// rounds wait here (protocol.hpp: rounds ahead of the credit).
+    void grant(std::uint64_t id, std::uint64_t round) noexcept;
 
     // Credit cells -------------------------------------------------------------------------------
     /// A free cell, zeroed, or nothing (then the provider adds a chunk).
@@ -77,6 +81,14 @@ public:
     void release_cell(const CreditCell& cell) noexcept;
 
 private:
+    /// The pieces of a round that came ahead of it: its bytes so far, at their offsets.
+    struct Early {
+        std::uint64_t round = 0; ///< 0: unused
+        std::uint64_t bytes = 0; ///< landed so far
+        Notice notice;           ///< of the round's first piece
+        std::vector<std::byte> data;
+    };
+
     struct Link {
         enum class Role : std::uint8_t { sender, receiver, retired } role = Role::sender;
         std::atomic<std::uint32_t>* sender_state = nullptr;
@@ -90,6 +102,10 @@ private:
         std::uint64_t landed_bytes = 0; ///< and how many of its bytes have landed
         std::size_t receiving = 0;      ///< receiver: receives into `buffer` in progress
         bool close_pending = false;     ///< receiver: the sender closed, `receiving` > 0
+        std::uint64_t granted = 0;      ///< receiver: the round it has begun (grant())
+        /// receiver: messages of rounds after `granted` (eager, up to ahead_bytes each round),
+        /// by round % (ahead_rounds + 1)
+        std::vector<Early> early;
         CreditCell cell;
     };
 
@@ -97,6 +113,8 @@ private:
     Link* receiver_locked(std::uint64_t id) noexcept;
     void landed_locked(Link& link, const Piece& piece, const void* data,
                        std::size_t bytes) noexcept;
+    bool keep_early_locked(Link& link, const Piece& piece, const void* data,
+                           std::size_t bytes) noexcept;
 
     std::atomic<std::uint64_t> next_id_{0};
     std::mutex mutex_; // links_, free_cells_

@@ -257,7 +257,7 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
         s.watched = &connection.process();
     }
     if (!s.load_store() && connection.messages()) {
-        s.rails.use_messages();
+        s.rails.use_messages(connection.process().settings().rendezvous_bytes);
         const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
