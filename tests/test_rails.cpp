@@ -331,14 +331,31 @@ struct Transport {
         });
     }
     static void fence(Connection& /*c*/, std::size_t /*rail*/, const std::string& /*where*/) {}
-    static Request signal(Connection& c, std::size_t rail, const rails::Notice& notice,
-                          const void* data, std::size_t bytes, const std::string& /*where*/) {
+    /// A message with `bytes` of `data` that `deliver` hands to the peer's registry.
+    template <class Deliver>
+    static Request message(Connection& c, std::size_t rail, const void* data, std::size_t bytes,
+                           Deliver deliver) {
         std::vector<std::byte> copy(static_cast<const std::byte*>(data),
                                     static_cast<const std::byte*>(data) + bytes);
         Process* peer = c.peer;
-        return queue(c, rail, [peer, notice, copy = std::move(copy)] {
-            (void)peer->registry().handle(notice, copy.data(), copy.size());
+        return queue(c, rail, [peer, deliver, copy = std::move(copy)] {
+            deliver(peer->registry(), copy.data(), copy.size());
         });
+    }
+    static Request signal(Connection& c, std::size_t rail, const rails::Notice& notice,
+                          const void* data, std::size_t bytes, const std::string& /*where*/) {
+        return message(c, rail, data, bytes,
+                       [notice](rails::Registry& r, const std::byte* d, std::size_t n) {
+                           (void)r.handle(notice, d, n);
+                       });
+    }
+    /// The message path: the piece's data travels with it and lands through the registry.
+    static Request send(Connection& c, std::size_t rail, const rails::Piece& piece,
+                        const void* data, std::size_t bytes, const std::string& /*where*/) {
+        return message(c, rail, data, bytes,
+                       [piece](rails::Registry& r, const std::byte* d, std::size_t n) {
+                           r.landed(piece, d, n);
+                       });
     }
     static void notify(Connection& c, std::size_t rail, const rails::Notice& notice, bool reply,
                        const std::string& where) {
@@ -459,6 +476,78 @@ TEST_CASE("the rail protocol completes a round only when every rail has landed",
                     REQUIRE(pair.receiver->received_bytes() == posted);
                     check_pattern(pair.buffer.data(), 0, posted,
                                   seed_of({bytes, rails, std::uint64_t(round)}), "loopback");
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("message path: rounds ahead of their credits land only when the receiver begins them",
+          "[protocol]") {
+    namespace rails = pmr::detail::rails;
+    constexpr int ahead = static_cast<int>(rails::ahead_rounds);
+    for (std::size_t rail_count : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+        for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{232},
+                                  std::size_t{233}, std::size_t{5000}, rails::ahead_bytes}) {
+            INFO(rail_count << " rail(s), " << bytes << " B");
+            loopback::Pair pair(rail_count, bytes, true);
+            pair.sender->use_messages(0);
+            pair.receiver->use_credit_notices();
+            auto seed = [&](int round) {
+                return seed_of({bytes, rail_count, std::uint64_t(round), 17});
+            };
+            auto posted = [&](int round) { return round % 3 == 0 ? bytes / 2 : bytes; };
+            std::fill(pair.buffer.begin(), pair.buffer.end(), std::byte{0xee});
+            std::vector<std::byte> source(bytes);
+            // The receiver has not begun any round: the sender completes `ahead` rounds anyway,
+            // their pieces on every rail in any order, and nothing touches the receive buffer.
+            for (int round = 1; round <= ahead; ++round) {
+                fill_pattern(source.data(), bytes, seed(round));
+                pair.sender->post(source.data(), split(posted(round), rail_count).data(),
+                                  2 * rail_count + 1);
+                int passes = 0;
+                while (!pair.sender->progress()) {
+                    pair.network.deliver_some();
+                    REQUIRE(++passes < 1000);
+                }
+            }
+            for (int i = 0; i < 20; ++i) {
+                pair.network.deliver_some();
+            }
+            for (std::byte b : pair.buffer) {
+                REQUIRE(b == std::byte{0xee});
+            }
+            // One more needs the receiver's first credit.
+            fill_pattern(source.data(), bytes, seed(ahead + 1));
+            pair.sender->post(source.data(), split(posted(ahead + 1), rail_count).data(),
+                              2 * rail_count + 1);
+            for (int i = 0; i < 50; ++i) {
+                CHECK_FALSE(pair.sender->progress());
+                pair.network.deliver_some();
+            }
+            bool sent = false;
+            for (int round = 1; round <= ahead + 6; ++round) {
+                pair.receiver->init();
+                int passes = 0;
+                while (!pair.receiver->test()) {
+                    sent = sent || pair.sender->progress();
+                    pair.network.deliver_some();
+                    REQUIRE(++passes < 1000);
+                }
+                REQUIRE(pair.receiver->received_bytes() == posted(round));
+                check_pattern(pair.buffer.data(), 0, posted(round), seed(round), "loopback");
+                if (round > ahead) {
+                    REQUIRE(sent); // round ahead + 1 went once the first credits came
+                    // The rest in step: post the next round as soon as this one is taken.
+                    while (!pair.sender->progress()) {
+                        pair.network.deliver_some();
+                    }
+                    if (round < ahead + 6) {
+                        fill_pattern(source.data(), bytes, seed(round + 1));
+                        pair.sender->post(source.data(),
+                                          split(posted(round + 1), rail_count).data(),
+                                          2 * rail_count + 1);
+                    }
                 }
             }
         }

@@ -39,15 +39,16 @@
 // A sender that runs every round of the window ahead marks its messages `ahead_flag`; a receiver
 // that has seen the flag sends the credit of every credit_interval-th round only, and sends it in
 // its next test() rather than in init(), behind the data its thread posts in between. That never
-// stalls the sender where the strict protocol would not: a receiver that waits for round m >= n
-// has sent a credit >= m - credit_interval + 1 >= n - ahead_rounds. Over TCP it saves three of
-// four credit messages and takes them out of a ping-pong's critical path. What changes for the
-// application: such a send completes before the receiver has begun the round (as on shm for
-// inline rounds), so a receive window destroyed meanwhile, or a dead peer, shows in the sender's
-// wait only once it needs a credit again, at most ahead_rounds rounds later; the rounds in
-// between are dropped. (Only on the message path: a put ahead of the credit could write into an
-// inbox that its receiver is freeing, while the registry drops a message for a window that is
-// gone.)
+// stalls the sender where the strict protocol would not: a receiver that has begun round m >= n
+// has sent a credit >= m - credit_interval (>= m - credit_interval + 1 once it tested round m)
+// >= n - ahead_rounds. Over TCP it saves three of four credit messages and takes them out of a
+// ping-pong's critical path. What changes for the application: such a send completes before the
+// receiver has begun the round (as on shm for inline rounds), so a receive window destroyed
+// meanwhile, or a dead peer, shows in the sender's wait only once it needs a credit again, at
+// most ahead_rounds rounds later; the rounds in between are dropped. Such a piece always goes
+// eagerly (a rendezvous would write into the buffer at once). (Only on the message path: a put
+// ahead of the credit could write into an inbox that its receiver is freeing, while the registry
+// drops a message for a window that is gone.)
 #pragma once
 
 #include "base/copy_channel.hpp"
@@ -86,7 +87,9 @@ enum class NoticeKind : std::uint16_t {
     /// (`rails`, the mask of those above 0), each behind that rail's puts: the sender counts as
     /// closed once the notices of all of them (`rail`) have come.
     sender_closed = 2,
-    revoke_ack = 3, ///< to a receiver: the sender has not started `round` and never will
+    /// to a receiver: the sender has not started `round` and never will (on the message path a
+    /// round it sent ahead of its credit may still come: the registry drops it with the window)
+    revoke_ack = 3,
     /// to a receiver: the pieces of `round` on `rail` have landed, or (rail 0, with data) the
     /// whole small message of `round` is in this message
     arrived = 4,

@@ -898,7 +898,7 @@ public:
         // sender's cell (put path).
         copy_channel::grant(inbox_->block, round_);
         if constexpr (has_piece_messages<T>::value) {
-            if (mapped_cell_ == nullptr) {
+            if (credit_notices_ && mapped_cell_ == nullptr) {
                 // Messages of this round that came ahead of it wait in the registry until now,
                 // also where the sender has finished its last round and closed since.
                 process_->registry().grant(id_, round_);
@@ -931,7 +931,18 @@ public:
     bool test() {
         if (credit_deferred_) {
             credit_deferred_ = false;
-            send_credit_notice();
+            if (!sender_closed()) {
+                try {
+                    send_credit_notice();
+                } catch (const PeerLost&) {
+                    // The credit is moot once the peer is gone; a round that came is still
+                    // delivered.
+                    if (!arrived()) {
+                        throw;
+                    }
+                    return true;
+                }
+            }
         }
         if (arrived()) {
             return true;

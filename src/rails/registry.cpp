@@ -50,7 +50,7 @@ void Registry::landed(const Piece& piece, const void* data, std::size_t bytes) n
         return;
     }
     if ((piece.notice.flags & early_flag) != 0 && piece.notice.round > link->granted &&
-        data != nullptr) {
+        (data != nullptr || bytes == 0)) {
         // Ahead of its round: the receiver may still read the buffer.
         (void)keep_early_locked(*link, piece, data, bytes);
         return;
@@ -72,10 +72,11 @@ bool Registry::keep_early_locked(Link& link, const Piece& piece, const void* dat
         }
         Early& early = link.early[notice.round % (ahead_rounds + 1)];
         if (early.round != notice.round) {
+            early.round = 0; // claims the round only once its buffer has the size
+            early.data.resize(notice.bytes);
             early.round = notice.round;
             early.bytes = 0;
             early.notice = notice;
-            early.data.resize(notice.bytes);
         }
         if (bytes > 0) {
             std::memcpy(early.data.data() + piece.offset, data, bytes);

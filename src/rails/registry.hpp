@@ -57,7 +57,8 @@ public:
     /// non-null answer counts as a receive in progress until received() of the same piece.
     std::byte* destination(const Piece& piece, std::size_t bytes) noexcept;
     /// Message path: `bytes` of `piece` have landed in the buffer (copied there from `data` here
-    /// unless it is null); publishes the round once all of its bytes are there.
+    /// unless it is null); publishes the round once all of its bytes are there. A piece that came
+    /// ahead of its round (early_flag, after the round granted) is kept aside until grant().
     void landed(const Piece& piece, const void* data, std::size_t bytes) noexcept;
     /// Message path: the transport's receive into destination() ended, with its `bytes` in the
     /// buffer if `ok` (then as landed() without data).

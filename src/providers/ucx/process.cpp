@@ -317,7 +317,10 @@ Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& pie
                                const void* data, std::size_t bytes, const std::string& where) {
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // A round ahead of its credit always goes eagerly: the registry keeps its data aside until
+    // the receiver begins the round, where a rendezvous would write into the buffer at once.
     if (settings_.rendezvous_bytes == 0 || bytes < settings_.rendezvous_bytes ||
+        (piece.notice.flags & rails::early_flag) != 0 ||
         standby_failed_.load(std::memory_order_relaxed)) {
         // Eager: UCX completes the send once the data is on its way; the receiver copies it out
         // of UCX's buffer (reassembled first if UCX fragmented it).
