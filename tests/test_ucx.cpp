@@ -155,15 +155,27 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     env.set("PMR_UCX_PATH", nullptr);
     using pmr::detail::ucx::UcxSettings;
     env.set("PMR_UCX_RNDV_BYTES", nullptr);
-    CHECK(read_ucx_settings().rendezvous_bytes == UcxSettings::default_rendezvous_bytes);
+    CHECK_FALSE(read_ucx_settings().rendezvous_bytes); // chosen per connection
     env.set("PMR_UCX_RNDV_BYTES", "0");
-    CHECK(read_ucx_settings().rendezvous_bytes == 0);
+    CHECK(read_ucx_settings().rendezvous_bytes == std::size_t{0});
     env.set("PMR_UCX_RNDV_BYTES", "4096");
-    CHECK(read_ucx_settings().rendezvous_bytes == 4096);
+    CHECK(read_ucx_settings().rendezvous_bytes == std::size_t{4096});
+    env.set("PMR_UCX_RNDV_BYTES", nullptr);
+    env.set("PMR_UCX_CHUNK_BYTES", nullptr);
+    CHECK(read_ucx_settings().chunk_bytes == UcxSettings::default_chunk_bytes);
+    CHECK(UcxSettings::default_chunk_bytes < 64 * 1024); // one UCX TCP receive segment
+    env.set("PMR_UCX_CHUNK_BYTES", "0");
+    CHECK(read_ucx_settings().chunk_bytes == 0);
+    env.set("PMR_UCX_CHUNK_BYTES", "8192");
+    CHECK(read_ucx_settings().chunk_bytes == 8192);
+    env.set("PMR_UCX_CHUNK_BYTES", "64k");
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_CHUNK_BYTES='64k'") !=
+          std::string::npos);
+    env.set("PMR_UCX_CHUNK_BYTES", nullptr);
     for (const char* bad : {"-1", "1M", "", "x"}) {
         env.set("PMR_UCX_RNDV_BYTES", bad);
         if (*bad == '\0') { // empty counts as unset
-            CHECK(read_ucx_settings().rendezvous_bytes == UcxSettings::default_rendezvous_bytes);
+            CHECK_FALSE(read_ucx_settings().rendezvous_bytes);
         } else {
             CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_RNDV_BYTES") !=
                   std::string::npos);
@@ -245,7 +257,8 @@ TEST_CASE("rounds of a small window run ahead of the receiver on the message pat
     const char* rndv = std::getenv("PMR_UCX_RNDV_BYTES");
     const bool messages = tls != nullptr && std::string(tls) == "tcp" &&
                           (path == nullptr || std::string(path) != "put");
-    const std::size_t rendezvous = rndv != nullptr ? std::stoul(rndv) : std::size_t{128} << 10;
+    // Unset: none, or from 512 KiB on where ranks outnumber CPUs; these windows are smaller.
+    const std::size_t rendezvous = rndv != nullptr ? std::stoul(rndv) : 0;
     const bool one = world_size() == 1;
     const bool sends = one || world_rank() == 0;
     const bool receives = one || world_rank() == 1;

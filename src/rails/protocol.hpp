@@ -26,7 +26,8 @@
 //   sender post(n):    waits for credit >= n; up to inline_capacity bytes travel inside an
 //                      `arrived` notice; larger messages as one Piece message per rail that carries
 //                      pieces, with the data (the transport may deliver it by rendezvous straight
-//                      into the receive buffer); no fence
+//                      into the receive buffer), or a piece that goes eagerly as several Piece
+//                      messages of at most the transport's chunk size each; no fence
 //   receiver:          the registry copies (or the transport receives) each piece into the buffer
 //                      and publishes the slot of round n once all bytes of the round have landed.
 //

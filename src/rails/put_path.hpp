@@ -312,12 +312,17 @@ public:
     /// The message path of protocol.hpp instead of puts (after connect): every round is one
     /// message per rail that carries pieces, with the data, and no fence. `eager_bytes`: pieces
     /// below this size reach the receiver with their data (0: every size), which lets rounds of
-    /// receive windows up to ahead_bytes run ahead of their credits.
-    void use_messages(std::size_t eager_bytes) noexcept {
+    /// receive windows up to ahead_bytes run ahead of their credits. `chunk_bytes`: such a piece
+    /// larger than this travels as several messages of at most this size each (0: one message),
+    /// the size the transport delivers in one go (UCX over TCP: one receive segment, where a
+    /// larger eager message is reassembled and copied once more).
+    void use_messages(std::size_t eager_bytes, std::size_t chunk_bytes = 0) noexcept {
         static_assert(has_piece_messages<T>::value,
                       "the message path needs T::send (see the top of rails/put_path.hpp)");
         messages_ = true;
         signal_by_message_ = true;
+        eager_bytes_ = eager_bytes;
+        chunk_bytes_ = chunk_bytes;
         window_ahead_ =
             peer_bytes_ <= copy_channel::inline_capacity ||
             (peer_bytes_ <= ahead_bytes && (eager_bytes == 0 || peer_bytes_ < eager_bytes));
@@ -618,22 +623,42 @@ private:
         return true;
     }
 
-    // The message path: one message per piece, each with its data; the receiver publishes the
-    // round once all bytes landed. The writing bit stays set until the sends complete.
+    // The message path: one message per piece (per chunk of an eager piece larger than
+    // chunk_bytes_), each with its data; the receiver publishes the round once all bytes landed.
+    // The writing bit stays set until the sends complete.
     void send_pieces(std::uint16_t round_flags) {
-        piece_headers_.resize(pieces_.size());
-        for (std::size_t i = 0; i < pieces_.size(); ++i) {
-            const RailRange& piece = pieces_[i];
-            Piece& header = piece_headers_[i];
-            header.notice = arrival(piece.rail, 0, round_flags);
-            header.offset = piece.offset;
-            keep(T::send(*connection_, piece.rail, header, source_ + piece.offset, piece.bytes,
-                         at()));
+        std::size_t messages = 0;
+        for (const RailRange& piece : pieces_) {
+            messages += chunks_of(piece.bytes);
+        }
+        piece_headers_.resize(messages); // capacity kept: no allocation in the steady state
+        std::size_t next = 0;
+        for (const RailRange& piece : pieces_) {
+            const std::size_t chunks = chunks_of(piece.bytes);
+            std::size_t offset = 0;
+            for (std::size_t i = 0; i < chunks; ++i) {
+                const std::size_t bytes = i + 1 < chunks ? chunk_bytes_ : piece.bytes - offset;
+                Piece& header = piece_headers_[next++];
+                header.notice = arrival(piece.rail, 0, round_flags);
+                header.offset = piece.offset + offset;
+                keep(T::send(*connection_, piece.rail, header, source_ + header.offset, bytes,
+                             at()));
+                offset += bytes;
+            }
             if (piece.rail != 0) {
                 other_rails_used_ |= 1U << piece.rail;
             }
         }
         phase_ = Phase::completing;
+    }
+
+    /// Messages that carry a piece of `bytes` on the message path.
+    std::size_t chunks_of(std::size_t bytes) const noexcept {
+        const bool eager = eager_bytes_ == 0 || bytes < eager_bytes_;
+        if (!eager || chunk_bytes_ == 0 || bytes <= chunk_bytes_) {
+            return 1;
+        }
+        return (bytes + chunk_bytes_ - 1) / chunk_bytes_;
     }
 
     /// The flags of the message path's notices and pieces (protocol.hpp).
@@ -719,6 +744,8 @@ private:
     bool signal_by_message_ = false; ///< notices instead of fence and sequence put
     bool messages_ = false;          ///< the message path (use_messages())
     bool window_ahead_ = false;      ///< every round may run ahead of its credit (protocol.hpp)
+    std::size_t eager_bytes_ = 0;    ///< pieces from this size on go by rendezvous (0: none)
+    std::size_t chunk_bytes_ = 0;    ///< largest message of an eager piece (0: no limit)
     std::size_t peer_bytes_ = 0;     ///< of the receive window
     // Starting rounds from other windows' progress (WaitingRounds), guarded by its mutex.
     std::atomic<bool> listed_{false};

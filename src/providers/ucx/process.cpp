@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "providers/ucx/process.hpp"
 
+#include "base/backoff.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
 #include "rails/process_holder.hpp"
@@ -32,6 +33,22 @@ const char* variable(const char* name) {
 [[noreturn]] void bad_setting(const std::string& assignment, const std::string& why,
                               const std::string& todo) {
     raise<ArgumentError>("environment variable " + assignment + " " + why, "ucx provider", todo);
+}
+
+// A size in bytes from `name`, or `fallback` where it is unset. `example` ends the advice.
+std::size_t bytes_setting(const char* name, std::size_t fallback, const char* example) {
+    const char* bytes = variable(name);
+    if (bytes == nullptr) {
+        return fallback;
+    }
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(bytes, &end, 10);
+    if (errno != 0 || end == bytes || *end != '\0' || bytes[0] == '-') {
+        bad_setting(std::string(name) + "='" + bytes + "'", "is not a number of bytes",
+                    std::string("Give a size in bytes ") + example);
+    }
+    return static_cast<std::size_t>(value);
 }
 
 // Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
@@ -91,17 +108,12 @@ UcxSettings read_ucx_settings() {
                         "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
         }
     }
-    if (const char* bytes = variable("PMR_UCX_RNDV_BYTES")) {
-        char* end = nullptr;
-        errno = 0;
-        const unsigned long long value = std::strtoull(bytes, &end, 10);
-        if (errno != 0 || end == bytes || *end != '\0' || bytes[0] == '-') {
-            bad_setting(std::string("PMR_UCX_RNDV_BYTES='") + bytes + "'",
-                        "is not a number of bytes",
-                        "Give a size in bytes (0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=262144.");
-        }
-        s.rendezvous_bytes = static_cast<std::size_t>(value);
+    if (variable("PMR_UCX_RNDV_BYTES") != nullptr) {
+        s.rendezvous_bytes = bytes_setting("PMR_UCX_RNDV_BYTES", 0,
+                                           "(0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=524288.");
     }
+    s.chunk_bytes = bytes_setting("PMR_UCX_CHUNK_BYTES", s.chunk_bytes,
+                                  "(0: one message per piece), e.g. PMR_UCX_CHUNK_BYTES=65280.");
     return s;
 }
 
@@ -134,7 +146,7 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
     if (!workers_thread_safe_) {
         // Then no standby thread may progress them (watch()), and a rendezvous could wait for an
         // application that waits elsewhere.
-        settings_.rendezvous_bytes = 0;
+        settings_.rendezvous_bytes = std::size_t{0};
         debug_log("ucx: workers are not thread-safe: no standby thread, and the message path "
                   "sends eagerly at every size");
     }
@@ -313,26 +325,36 @@ Request UcxProcess::signal(const Endpoint& endpoint, const Notice& notice, const
         "ucp_am_send_nbx", where};
 }
 
+std::size_t UcxProcess::rendezvous_bytes() const {
+    if (settings_.rendezvous_bytes) {
+        return *settings_.rendezvous_bytes;
+    }
+    return SpinPolicy::instance().oversubscribed() ? UcxSettings::oversubscribed_rendezvous_bytes
+                                                   : 0;
+}
+
 Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& piece,
-                               const void* data, std::size_t bytes, const std::string& where) {
+                               const void* data, std::size_t bytes, std::size_t rendezvous_bytes,
+                               const std::string& where) {
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     // A round ahead of its credit always goes eagerly: the registry keeps its data aside until
     // the receiver begins the round, where a rendezvous would write into the buffer at once.
-    if (settings_.rendezvous_bytes == 0 || bytes < settings_.rendezvous_bytes ||
+    if (rendezvous_bytes == 0 || bytes < rendezvous_bytes ||
         (piece.notice.flags & rails::early_flag) != 0 ||
         standby_failed_.load(std::memory_order_relaxed)) {
         // Eager: UCX completes the send once the data is on its way; the receiver copies it out
-        // of UCX's buffer (reassembled first if UCX fragmented it).
+        // of UCX's buffer (reassembled first if UCX fragmented it: the rails split pieces into
+        // UcxSettings::chunk_bytes so that it does not).
         params.flags = UCP_AM_SEND_FLAG_EAGER;
         return {
             ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
             "ucp_am_send_nbx (message path)", where};
     }
-    // Rendezvous: the receiver's UCX moves the data from `data` straight into the receive buffer
-    // (over TCP one read from the socket, where eager takes 64 KiB segments, a reassembly and a
-    // copy). The send completes once the receiver has the data, which takes the progress of both
-    // sides; while either application is away from pmr, its standby thread provides it.
+    // Rendezvous (PMR_UCX_RNDV_BYTES): the receiver's UCX moves the data from `data` straight
+    // into the receive buffer, after two more round trips. The send completes once the receiver has
+    // the data, which takes the progress of both sides; while either application is away from pmr,
+    // its standby thread provides it.
     params.flags = UCP_AM_SEND_FLAG_RNDV;
     return {ucp_am_send_nbx(endpoint.get(), piece_id, &piece, sizeof piece, data, bytes, &params),
             "ucp_am_send_nbx (message path, rendezvous)", where};

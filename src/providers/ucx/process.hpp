@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,13 +53,26 @@ struct UcxSettings {
     /// connection (Endpoint::rma_emulated(), e.g. TCP), put where it is native (RDMA, shared
     /// memory).
     enum class Path { automatic, put, message } path = Path::automatic;
-    /// Over TCP loopback rendezvous and eager took the same time at 128 KiB, rendezvous up to
-    /// twice less from 256 KiB on (README, UCX data paths).
-    static constexpr std::size_t default_rendezvous_bytes = std::size_t{128} * 1024;
     /// PMR_UCX_RNDV_BYTES: pieces of the message path (the TCP-only connections, unless
     /// PMR_UCX_PATH says otherwise) from this size on travel by UCX's rendezvous, from the send
-    /// buffer straight into the receive buffer; smaller ones eagerly. 0: every piece eagerly.
-    std::size_t rendezvous_bytes = default_rendezvous_bytes;
+    /// buffer straight into the receive buffer; smaller ones eagerly, in chunks (below). 0: every
+    /// piece eagerly. Unset: eagerly where every rank of this node has a CPU of its own (over TCP
+    /// loopback chunks took 0.65-0.9x the time of a rendezvous from 256 KiB to 16 MiB: a
+    /// rendezvous adds two round trips before its data, chunks keep the socket busy from the first
+    /// byte), and from oversubscribed_rendezvous_bytes on where ranks outnumber CPUs (there the
+    /// CPU time is what counts, and chunks cost each a socket read and a copy more: 0.5-0.7x a
+    /// rendezvous's speed at 4 ranks on 2 cores from 1 MiB). README, UCX data paths.
+    std::optional<std::size_t> rendezvous_bytes;
+    static constexpr std::size_t oversubscribed_rendezvous_bytes = std::size_t{512} * 1024;
+    /// UCX over TCP delivers an active message of up to its receive segment (UCX_TCP_RX_SEG_SIZE,
+    /// 64 KiB) less the headers in one piece; a larger eager message comes in fragments that the
+    /// receiver's UCX reassembles in a buffer of its own before pmr copies it once more.
+    static constexpr std::size_t default_chunk_bytes = std::size_t{64} * 1024 - 256;
+    /// PMR_UCX_CHUNK_BYTES: an eager piece of the message path larger than this travels as
+    /// several active messages of at most this size, each copied into the receive buffer on
+    /// arrival. 0: one message per piece. With a larger UCX_TCP_RX_SEG_SIZE, give that less
+    /// 256 B.
+    std::size_t chunk_bytes = default_chunk_bytes;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
@@ -103,6 +117,11 @@ public:
                                        const std::string& where);
     const Rail& rail(std::size_t index) const noexcept { return rails_[index]; }
     const UcxSettings& settings() const noexcept { return settings_; }
+    /// Where the message path sends pieces by rendezvous from, for a connection made now (0:
+    /// never): UcxSettings::rendezvous_bytes, by default chosen by whether this node runs more
+    /// ranks than it has CPUs (base/backoff.hpp).
+    /// @throws ArgumentError for a malformed PMR_SPIN_US.
+    std::size_t rendezvous_bytes() const;
     /// The windows notices reach, and the free credit cells.
     rails::Registry& registry() noexcept { return registry_; }
 
@@ -122,12 +141,12 @@ public:
     /// the returned request is done (data path).
     static Request signal(const Endpoint& endpoint, const Notice& notice, const void* data,
                           std::size_t bytes, const std::string& where);
-    /// Sends a piece of a round on the message path with its `bytes` of `data`: below
-    /// UcxSettings::rendezvous_bytes eagerly, from there on by UCX's rendezvous straight from
-    /// `data` into the receive buffer. `piece` and `data` stay valid until the returned request is
-    /// done.
+    /// Sends a piece of a round on the message path with its `bytes` of `data`: eagerly, or from
+    /// `rendezvous_bytes` on (if not 0; the connection's rendezvous_bytes()) by UCX's rendezvous
+    /// straight from `data` into the receive buffer. `piece` and `data` stay valid until the
+    /// returned request is done.
     Request send_piece(const Endpoint& endpoint, const rails::Piece& piece, const void* data,
-                       std::size_t bytes, const std::string& where);
+                       std::size_t bytes, std::size_t rendezvous_bytes, const std::string& where);
 
     /// A window of the message path whose messages may need the peer's progress to complete
     /// (from standby_bytes on) is connected: until the matching unwatch(), a standby thread

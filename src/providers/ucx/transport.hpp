@@ -42,7 +42,7 @@ struct BasicTransport {
     static Request send(Connection& connection, std::size_t rail, const rails::Piece& piece,
                         const void* data, std::size_t bytes, const std::string& where) {
         return connection.process().send_piece(*connection.endpoint(rail), piece, data, bytes,
-                                               where);
+                                               connection.rendezvous_bytes(), where);
     }
     static void notify(Connection& connection, std::size_t rail, const Notice& notice, bool reply,
                        const std::string& where) {

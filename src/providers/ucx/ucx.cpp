@@ -126,6 +126,7 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
         messages_ = emulated_;
         break;
     }
+    rendezvous_bytes_ = process_->rendezvous_bytes();
     debug_log("ucx: " + std::to_string(count) + " rail(s) (this side " +
               std::to_string(process_->size()) + ", peer " + std::to_string(peer_rails) +
               "), peer error handling " + (peer_errors ? "by UCX" : "by pidfd and PMR_TIMEOUT") +
@@ -257,11 +258,15 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
         s.watched = &connection.process();
     }
     if (!s.load_store() && connection.messages()) {
-        s.rails.use_messages(connection.process().settings().rendezvous_bytes);
-        const std::size_t rendezvous = connection.process().settings().rendezvous_bytes;
+        const ucx::UcxSettings& ucx_config = connection.process().settings();
+        const std::size_t rendezvous = connection.rendezvous_bytes();
+        s.rails.use_messages(rendezvous, ucx_config.chunk_bytes);
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +
                   " B inside a notice; larger eagerly, copied into the receive buffer" +
+                  (ucx_config.chunk_bytes != 0
+                       ? ", in messages of up to " + std::to_string(ucx_config.chunk_bytes) + " B"
+                       : std::string()) +
                   (rendezvous != 0 ? "; from " + std::to_string(rendezvous) +
                                          " B by rendezvous straight into the receive buffer"
                                    : std::string()) +

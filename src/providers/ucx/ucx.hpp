@@ -125,6 +125,8 @@ struct Ucx {
         /// moves only while the peer progresses too: on the message path, and on the put path
         /// where UCX emulates RMA. Such windows have the standby thread (UcxProcess::watch()).
         bool needs_peer_progress() const noexcept { return messages_ || emulated_; }
+        /// Message path: pieces from this size on go by rendezvous (0: none), fixed at connection.
+        std::size_t rendezvous_bytes() const noexcept { return rendezvous_bytes_; }
         pid_t peer_pid() const noexcept { return pid_; }
 
     private:
@@ -133,6 +135,7 @@ struct Ucx {
         bool same_node_ = false;
         bool messages_ = false;
         bool emulated_ = false; ///< UCX emulates RMA on an endpoint of this connection
+        std::size_t rendezvous_bytes_ = 0;
         pid_t pid_ = 0;
         PeerProcess peer_process_;
     };
