@@ -354,13 +354,15 @@ struct Transport {
                            (void)r.handle(notice, d, n);
                        });
     }
-    /// The message path: the piece's data travels with it and lands through the registry.
+    /// The message path: the piece's data travels with it and lands through the registry. The
+    /// header is read only at delivery, as UCX may (the sender keeps it until the request is done).
     static Request send(Connection& c, std::size_t rail, const rails::Piece& piece,
                         const void* data, std::size_t bytes, const std::string& /*where*/) {
         c.network->piece_bytes.push_back(bytes);
+        const rails::Piece* header = &piece;
         return message(c, rail, data, bytes,
-                       [piece](rails::Registry& r, const std::byte* d, std::size_t n) {
-                           r.landed(piece, d, n);
+                       [header](rails::Registry& r, const std::byte* d, std::size_t n) {
+                           r.landed(*header, d, n);
                        });
     }
     static void notify(Connection& c, std::size_t rail, const rails::Notice& notice, bool reply,

@@ -168,6 +168,9 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     CHECK(read_ucx_settings().chunk_bytes == 0);
     env.set("PMR_UCX_CHUNK_BYTES", "8192");
     CHECK(read_ucx_settings().chunk_bytes == 8192);
+    env.set("PMR_UCX_CHUNK_BYTES", "100"); // a message per 100 B: refused
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("at least 1024") !=
+          std::string::npos);
     env.set("PMR_UCX_CHUNK_BYTES", "64k");
     CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_CHUNK_BYTES='64k'") !=
           std::string::npos);
@@ -215,8 +218,9 @@ TEST_CASE("an endpoint over TCP emulates RMA, over shared memory it does not", "
 
 TEST_CASE("every size crosses on the configured path, repeatedly, with the data intact",
           "[ucx][path]") {
-    // Inline, eager and rendezvous sizes of the message path (UCX over TCP switches to rendezvous
-    // near 20 KiB), and the put path under PMR_UCX_PATH=put.
+    // Inline sizes of the message path, eager ones in one message and in chunks, rendezvous sizes
+    // where PMR_UCX_RNDV_BYTES asks for them (the tcp_rndv variant), and the put path under
+    // PMR_UCX_PATH=put.
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 10, 10), pmr::Provider::ucx);
     for (const std::size_t count :
          {std::size_t{0}, std::size_t{1}, std::size_t{58}, std::size_t{59}, std::size_t{5000},

@@ -55,6 +55,11 @@ SpinPolicy& SpinPolicy::instance() {
     return policy;
 }
 
+bool SpinPolicy::ranks_outnumber_cpus() const noexcept {
+    const int ranks = ranks_on_node_.load(std::memory_order_relaxed);
+    return ranks > 0 && ranks > cpus_for_ranks();
+}
+
 void SpinPolicy::set_ranks_on_node(int ranks) noexcept {
     // Counts of sub-communicators see part of the node only: the largest count is the best.
     int known = ranks_on_node_.load(std::memory_order_relaxed);

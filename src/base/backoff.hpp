@@ -45,6 +45,9 @@ public:
     void set_ranks_on_node(int ranks) noexcept;
     /// Whether waits currently yield at once because the node is oversubscribed.
     bool oversubscribed() const noexcept { return oversubscribed_.load(std::memory_order_relaxed); }
+    /// Whether this node runs more ranks than its CPUs (as far as counted), whatever PMR_SPIN_US
+    /// says about waits.
+    bool ranks_outnumber_cpus() const noexcept;
     /// Whether waits spin until they complete because every rank here has a CPU.
     bool spin_only() const noexcept { return spin_only_.load(std::memory_order_relaxed); }
 

@@ -632,6 +632,7 @@ private:
             messages += chunks_of(piece.bytes);
         }
         piece_headers_.resize(messages); // capacity kept: no allocation in the steady state
+        requests_.reserve(requests_.size() + messages); // keep() cannot throw once a send is out
         std::size_t next = 0;
         for (const RailRange& piece : pieces_) {
             const std::size_t chunks = chunks_of(piece.bytes);
@@ -658,7 +659,7 @@ private:
         if (!eager || chunk_bytes_ == 0 || bytes <= chunk_bytes_) {
             return 1;
         }
-        return (bytes + chunk_bytes_ - 1) / chunk_bytes_;
+        return 1 + (bytes - 1) / chunk_bytes_;
     }
 
     /// The flags of the message path's notices and pieces (protocol.hpp).

@@ -114,6 +114,13 @@ UcxSettings read_ucx_settings() {
     }
     s.chunk_bytes = bytes_setting("PMR_UCX_CHUNK_BYTES", s.chunk_bytes,
                                   "(0: one message per piece), e.g. PMR_UCX_CHUNK_BYTES=65280.");
+    if (s.chunk_bytes != 0 && s.chunk_bytes < UcxSettings::min_chunk_bytes) {
+        bad_setting("PMR_UCX_CHUNK_BYTES=" + std::to_string(s.chunk_bytes),
+                    "is below " + std::to_string(UcxSettings::min_chunk_bytes) +
+                        " B (each chunk is a message with a header of its own)",
+                    "Give 0 (one message per piece) or at least " +
+                        std::to_string(UcxSettings::min_chunk_bytes) + ", e.g. 65280.");
+    }
     return s;
 }
 
@@ -329,8 +336,9 @@ std::size_t UcxProcess::rendezvous_bytes() const {
     if (settings_.rendezvous_bytes) {
         return *settings_.rendezvous_bytes;
     }
-    return SpinPolicy::instance().oversubscribed() ? UcxSettings::oversubscribed_rendezvous_bytes
-                                                   : 0;
+    return SpinPolicy::instance().ranks_outnumber_cpus()
+               ? UcxSettings::oversubscribed_rendezvous_bytes
+               : 0;
 }
 
 Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& piece,

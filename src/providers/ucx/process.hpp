@@ -70,9 +70,10 @@ struct UcxSettings {
     static constexpr std::size_t default_chunk_bytes = std::size_t{64} * 1024 - 256;
     /// PMR_UCX_CHUNK_BYTES: an eager piece of the message path larger than this travels as
     /// several active messages of at most this size, each copied into the receive buffer on
-    /// arrival. 0: one message per piece. With a larger UCX_TCP_RX_SEG_SIZE, give that less
-    /// 256 B.
+    /// arrival. 0: one message per piece; otherwise at least min_chunk_bytes. With a larger
+    /// UCX_TCP_RX_SEG_SIZE, give that less 256 B.
     std::size_t chunk_bytes = default_chunk_bytes;
+    static constexpr std::size_t min_chunk_bytes = 1024;
 };
 
 /// The settings of this process, read at the first call. @throws ArgumentError for malformed
@@ -156,6 +157,8 @@ public:
     /// init() into MPI_Barrier while its peer waits for its send, or after a test(); the sender
     /// after a test().
     void watch();
+    /// No standby thread could be started: the message path sends eagerly at every size.
+    bool standby_failed() const noexcept { return standby_failed_.load(std::memory_order_relaxed); }
     void unwatch() noexcept;
     /// Called by every progress of a connection from the application: the standby thread stays
     /// idle while these continue.

@@ -259,7 +259,9 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
     if (!s.load_store() && connection.messages()) {
         const ucx::UcxSettings& ucx_config = connection.process().settings();
-        const std::size_t rendezvous = connection.rendezvous_bytes();
+        // Without the standby thread (watched above) send_piece() sends every piece eagerly.
+        const std::size_t rendezvous =
+            connection.process().standby_failed() ? 0 : connection.rendezvous_bytes();
         s.rails.use_messages(rendezvous, ucx_config.chunk_bytes);
         debug_log(std::string("ucx: message path: one active message per round (up to ") +
                   std::to_string(copy_channel::inline_capacity) +

@@ -32,7 +32,8 @@
 //     message, and a fence waits for the peer's acknowledgement), see PMR_UCX_PATH: init() sends
 //     credit n as an active message; post() sends up to 232 B inside one active message, larger
 //     messages as one active message per rail with the data: eagerly (copied into the receive
-//     buffer by the handler) below PMR_UCX_RNDV_BYTES (128 KiB), from there on by UCX's
+//     buffer by the handler; larger pieces in chunks of PMR_UCX_CHUNK_BYTES), or from
+//     PMR_UCX_RNDV_BYTES on (default: none, 512 KiB where ranks outnumber CPUs) by UCX's
 //     rendezvous straight from the send buffer into the receive buffer (ucp_am_recv_data_nbx);
 //     the receiver's registry publishes the slot once all bytes of the round landed. No fence,
 //     one message per round and direction plus the credit.
