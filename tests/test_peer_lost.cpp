@@ -46,10 +46,10 @@ bool exit_instead_of_signal = false; // --exit: for launchers that end all ranks
 
 // Send rounds to a peer that is gone. A round that needs the peer's init ends in PeerLost; rounds
 // of a small window may run ahead of the peer's init (inline rounds, and windows up to 64 KiB on
-// UCX's message path: rails/protocol.hpp) and complete like eager MPI sends, at most 7 of them:
+// UCX's message path: rails/protocol.hpp) and complete like eager MPI sends, at most 15 of them:
 // the next needs the peer's init again.
 void send_rounds(pmr::SendWindow<char>& send) {
-    for (int round = 0; round < 9; ++round) {
+    for (int round = 0; round < 17; ++round) {
         send.init();
         send.post();
         send.wait();
