@@ -220,6 +220,7 @@ struct Network {
     std::mt19937 random{12345};
     std::size_t delivered = 0;
     std::vector<std::size_t> piece_bytes; ///< of every piece message sent, in order
+    std::size_t credit_notices = 0;       ///< credits sent as messages of their own
 
     void deliver_some() {
         std::vector<std::size_t> order(lanes.size());
@@ -257,7 +258,10 @@ struct Connection {
     std::size_t lane_base = 0; ///< lanes of this direction: lane_base + rail
     std::size_t rail_count = 1;
     bool alive = true;
+    /// Shared by the copies of this side's view (Pair assigns it).
+    std::shared_ptr<rails::CreditCarrier> carrier = std::make_shared<rails::CreditCarrier>();
     std::size_t rails() const { return rail_count; }
+    rails::CreditCarrier& credits() const { return *carrier; }
     void progress() { network->deliver_some(); }
     bool peer_alive() const { return alive; }
 };
@@ -349,6 +353,9 @@ struct Transport {
     static Request signal(Connection& c, std::size_t rail, const rails::Notice& notice,
                           const void* data, std::size_t bytes, const std::string& /*where*/) {
         c.network->piece_bytes.push_back(bytes);
+        if (notice.kind == rails::NoticeKind::credit) {
+            ++c.network->credit_notices;
+        }
         return message(c, rail, data, bytes,
                        [notice](rails::Registry& r, const std::byte* d, std::size_t n) {
                            (void)r.handle(notice, d, n);
@@ -420,6 +427,25 @@ struct Transport {
     }
 };
 
+using Sender = rails::RailSender<Transport>;
+using Receiver = rails::RailReceiver<Transport>;
+
+/// Makes a send window in `from` and its receive window over `buffer` in `to`, and connects them
+/// as the providers do: the sender over `from_side`, the receiver over `to_side`.
+void make_windows(const std::shared_ptr<Process>& from, Connection& from_side,
+                  const std::shared_ptr<Process>& to, Connection& to_side,
+                  std::vector<std::byte>& buffer, bool by_message, const std::string* where,
+                  std::optional<Sender>& sender, std::optional<Receiver>& receiver) {
+    sender.emplace(from, where);
+    receiver.emplace(to, where, buffer.data(), buffer.size(), 0);
+    const Blob description = receiver->describe({});
+    BlobReader reader(description, *where);
+    sender->connect(from_side, reader, by_message, buffer.size());
+    (void)reader.get_bytes(); // the provider's part: empty here
+    reader.finish();
+    receiver->connect(to_side, sender->describe(), false);
+}
+
 /// A sender in one process and a receiver in another, over `rails` rails.
 struct Pair {
     explicit Pair(std::size_t rails, std::size_t bytes, bool by_message)
@@ -429,14 +455,8 @@ struct Pair {
         forward = Connection{&network, sender_process.get(), receiver_process.get(), 0, rails};
         backward = Connection{&network, receiver_process.get(), sender_process.get(),
                               rails::max_rails, rails};
-        sender.emplace(sender_process, &where);
-        receiver.emplace(receiver_process, &where, buffer.data(), bytes, 0);
-        const Blob description = receiver->describe({});
-        BlobReader reader(description, where);
-        sender->connect(forward, reader, by_message, bytes);
-        (void)reader.get_bytes(); // the provider's part: empty here
-        reader.finish();
-        receiver->connect(backward, sender->describe(), false);
+        make_windows(sender_process, forward, receiver_process, backward, buffer, by_message,
+                     &where, sender, receiver);
     }
 
     /// One round with `pieces`; returns the number of progress passes it took.
@@ -463,6 +483,34 @@ struct Pair {
     std::vector<std::byte> buffer;
     std::optional<rails::RailSender<Transport>> sender;
     std::optional<rails::RailReceiver<Transport>> receiver;
+};
+
+/// Two processes with a window pair in each direction over one connection, on the message path:
+/// each side's send and receive window share that side's view, and so its CreditCarrier.
+struct Duplex {
+    explicit Duplex(std::size_t bytes)
+        : a(std::make_shared<Process>()), b(std::make_shared<Process>()), buffer_ab(bytes),
+          buffer_ba(bytes) {
+        network.lanes.resize(2 * rails::max_rails);
+        a_side = Connection{&network, a.get(), b.get(), 0, 1};
+        b_side = Connection{&network, b.get(), a.get(), rails::max_rails, 1};
+        make_windows(a, a_side, b, b_side, buffer_ab, true, &where, send_ab, recv_ab);
+        make_windows(b, b_side, a, a_side, buffer_ba, true, &where, send_ba, recv_ba);
+        for (auto* s : {&send_ab, &send_ba}) {
+            (*s)->use_messages(0);
+        }
+        for (auto* r : {&recv_ab, &recv_ba}) {
+            (*r)->use_credit_notices();
+        }
+    }
+
+    std::string where = "loopback";
+    Network network;
+    std::shared_ptr<Process> a, b;
+    Connection a_side, b_side;
+    std::vector<std::byte> buffer_ab, buffer_ba;
+    std::optional<Sender> send_ab, send_ba;
+    std::optional<Receiver> recv_ab, recv_ba;
 };
 
 } // namespace loopback
@@ -612,6 +660,114 @@ TEST_CASE("message path: eager pieces larger than the chunk size go in several m
             }
         }
     }
+}
+
+TEST_CASE("message path: credits ride on data going back to the peer", "[protocol]") {
+    namespace rails = pmr::detail::rails;
+    constexpr int rounds = 6 * static_cast<int>(rails::ahead_rounds);
+    for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, rails::ahead_bytes}) {
+        INFO(bytes << " B");
+        auto seed = [&](int round, int direction) {
+            return seed_of({bytes, std::uint64_t(round), std::uint64_t(direction), 23});
+        };
+        std::vector<std::byte> source_ab(bytes);
+        std::vector<std::byte> source_ba(bytes);
+        SECTION("a halo exchange sends no credit message once the receivers know the senders "
+                "run ahead") {
+            loopback::Duplex d(bytes);
+            for (int round = 1; round <= rounds; ++round) {
+                d.recv_ab->init();
+                d.recv_ba->init();
+                fill_pattern(source_ab.data(), bytes, seed(round, 0));
+                fill_pattern(source_ba.data(), bytes, seed(round, 1));
+                d.send_ab->post(source_ab.data(), bytes);
+                d.send_ba->post(source_ba.data(), bytes);
+                bool done[4] = {};
+                for (int passes = 0; !(done[0] && done[1] && done[2] && done[3]); ++passes) {
+                    done[0] = done[0] || d.send_ab->progress();
+                    done[1] = done[1] || d.send_ba->progress();
+                    done[2] = done[2] || d.recv_ab->test();
+                    done[3] = done[3] || d.recv_ba->test();
+                    d.network.deliver_some();
+                    REQUIRE(passes < 1000);
+                }
+                check_pattern(d.buffer_ab.data(), 0, bytes, seed(round, 0), "a to b");
+                check_pattern(d.buffer_ba.data(), 0, bytes, seed(round, 1), "b to a");
+            }
+            // Round 1's credits went as messages (the senders' flag comes with round 1's data);
+            // every later credit rode on the other direction's data. Without it, one credit per
+            // credit_interval rounds and direction.
+            CHECK(d.network.credit_notices <= 2);
+        }
+        SECTION("data in one direction only: the credits go as messages, two rounds late") {
+            loopback::Duplex d(bytes);
+            // The sender posts as far as its credits let it, the receiver takes one round at a
+            // time: the stream ends only if credits nobody carried still go.
+            int posted = 0;
+            bool busy = false;
+            for (int round = 1; round <= rounds; ++round) {
+                d.recv_ab->init();
+                for (int passes = 0; !d.recv_ab->test(); ++passes) {
+                    busy = busy && !d.send_ab->progress();
+                    if (!busy && posted < rounds) { // the source is free once a round completed
+                        ++posted;
+                        fill_pattern(source_ab.data(), bytes, seed(posted, 0));
+                        d.send_ab->post(source_ab.data(), bytes);
+                        busy = true;
+                    }
+                    d.network.deliver_some();
+                    REQUIRE(passes < 1000);
+                }
+                check_pattern(d.buffer_ab.data(), 0, bytes, seed(round, 0), "a to b");
+            }
+            CHECK(posted == rounds);
+            CHECK(d.network.credit_notices >= std::size_t(rounds) / rails::credit_interval - 1);
+        }
+        SECTION("a receive window takes back the credit it left when it closes") {
+            loopback::Duplex d(bytes);
+            for (int round = 1; round <= static_cast<int>(rails::credit_interval); ++round) {
+                d.recv_ba->init();
+                fill_pattern(source_ba.data(), bytes, seed(round, 1));
+                d.send_ba->post(source_ba.data(), bytes);
+                for (int passes = 0; !(d.recv_ba->test() && d.send_ba->progress()); ++passes) {
+                    d.network.deliver_some();
+                    REQUIRE(passes < 1000);
+                }
+            }
+            // Round credit_interval's credit waits in a's carrier: a sent nothing to b since.
+            rails::Notice probe;
+            CHECK(d.a_side.credits().take_back(d.send_ba->id()));
+            CHECK(d.a_side.credits().leave(d.send_ba->id(), rails::credit_interval));
+            CHECK(d.recv_ba->close());
+            d.a_side.credits().carry(probe);
+            CHECK(probe.credit_target == 0);
+        }
+    }
+}
+
+TEST_CASE("a credit carried for a send window that is gone changes nothing", "[protocol]") {
+    namespace rails = pmr::detail::rails;
+    loopback::Process process;
+    std::atomic<std::uint32_t> state{0};
+    const rails::CreditCell cell = process.acquire_cell("test");
+    rails::Registry& registry = process.registry();
+    registry.add_sender(5, &state, cell);
+    rails::Notice notice;
+    notice.target = 99; // no such receive window: the data is dropped, the credit still counts
+    notice.kind = rails::NoticeKind::arrived;
+    notice.credit_target = 5;
+    notice.credit_round = 8;
+    (void)registry.handle(notice, nullptr, 0);
+    CHECK(cell.word->load() == 8);
+    notice.credit_round = 3; // credits only grow
+    rails::Piece piece;
+    piece.notice = notice;
+    registry.landed(piece, nullptr, 0);
+    CHECK(cell.word->load() == 8);
+    registry.remove(5);
+    notice.credit_round = 16;
+    (void)registry.handle(notice, nullptr, 0);
+    CHECK(cell.word->load() == 8);
 }
 
 TEST_CASE("a failed put ends the round with the transport's error", "[protocol]") {

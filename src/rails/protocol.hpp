@@ -50,6 +50,17 @@
 // eagerly (a rendezvous would write into the buffer at once). (Only on the message path: a put
 // ahead of the credit could write into an inbox that its receiver is freeing, while the registry
 // drops a message for a window that is gone.)
+//
+// Where the transport's connections have a CreditCarrier, such a receiver leaves its credit there
+// instead (round c, a multiple of credit_interval), and the next message that a send window of
+// the same connection sends on rail 0 carries it (`Notice::credit_target`, `credit_round`): in a
+// halo exchange, or a ping-pong's reply, data goes back to the peer every round, so the credit
+// costs no message of its own. A credit nobody carried by the receiver's init of round c + 2 goes
+// as a notice then; so at its init of round m >= n the receiver has sent a credit >= m - 9 >=
+// n - ahead_rounds, and the argument above holds. The peer's registry applies a carried credit
+// when the message arrives, before anything else and whether or not the message's own window
+// still exists; a credit addresses its send window by id, so one that arrives late (after the
+// receiver_closed notice, on another lane) finds no window and changes nothing.
 #pragma once
 
 #include "base/copy_channel.hpp"
@@ -57,6 +68,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 namespace pmr::detail::rails {
 
@@ -108,6 +120,10 @@ struct Notice {
     std::uint16_t rail = 0;  ///< arrived, sender_closed: the rail this notice travelled on
     /// arrived on rail 0, sender_closed: mask of the other rails that carried pieces
     std::uint16_t rails = 0;
+    /// A credit carried on this message (CreditCarrier, message path): the send window it is for
+    /// at the receiving process (0: none) and the round it grants.
+    std::uint64_t credit_target = 0;
+    std::uint64_t credit_round = 0;
 };
 
 /// One piece of a round on the message path: `notice` (kind arrived, `bytes` the whole round)
@@ -133,6 +149,68 @@ inline constexpr std::uint64_t credit_interval = (ahead_rounds + 1) / 2;
 /// (`early_flag`).
 inline constexpr std::uint16_t ahead_flag = 1;
 inline constexpr std::uint16_t early_flag = 2;
+
+/// One side of a connection: credits its receive windows owe their senders on the message path,
+/// waiting for the next rail-0 message of a send window of the same connection to carry them
+/// (protocol above). Windows on different threads may share it.
+class CreditCarrier {
+public:
+    static constexpr std::size_t capacity = 4;
+
+    /// Leaves the credit of `round` for the peer's send window `target`; false if full.
+    bool leave(std::uint64_t target, std::uint64_t round) noexcept {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (Entry& e : entries_) {
+            if (e.target == 0) {
+                e = {target, round};
+                count_.fetch_add(1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Takes back the credit left for `target`: true if it was still here, not carried.
+    bool take_back(std::uint64_t target) noexcept {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (Entry& e : entries_) {
+            if (e.target == target) {
+                e = {};
+                count_.fetch_sub(1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Puts a credit that waits here, if any, into `notice` (else clears its credit fields).
+    void carry(Notice& notice) noexcept {
+        notice.credit_target = 0;
+        notice.credit_round = 0;
+        if (count_.load(std::memory_order_relaxed) == 0) {
+            return; // the usual case: one load
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (Entry& e : entries_) {
+            if (e.target != 0) {
+                notice.credit_target = e.target;
+                notice.credit_round = e.round;
+                e = {};
+                count_.fetch_sub(1, std::memory_order_relaxed);
+                return;
+            }
+        }
+    }
+
+private:
+    struct Entry {
+        std::uint64_t target = 0; ///< 0: free
+        std::uint64_t round = 0;
+    };
+    std::atomic<std::size_t> count_{0};
+    std::mutex mutex_;
+    Entry entries_[capacity];
+};
 
 /// Bits of a send window's state word that the notice handler shares with the data path.
 inline constexpr std::uint32_t writing_bit = 1; ///< the sender is putting into receiver memory

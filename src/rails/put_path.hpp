@@ -34,6 +34,8 @@
 //                                                // the peer's Registry::destination()/landed();
 //                                                // complete once the data left the source and
 //                                                // the piece header may be reused
+// and, optionally, for the message path (see has_credit_carrier):
+//   Connection::credits() -> CreditCarrier&  // this side's carrier of credits (protocol.hpp)
 // and, optionally (see has_put_pair):
 //   static std::pair<Request, Request> put_pair(Connection&, rail, const RemoteKey&,
 //                      const void* first, bytes, address, const void* second, bytes, address,
@@ -120,6 +122,14 @@ struct has_piece_messages<
     T, std::void_t<decltype(typename T::Request{T::send(
            std::declval<typename T::Connection&>(), std::size_t{}, std::declval<const Piece&>(),
            std::declval<const void*>(), std::size_t{}, std::declval<const std::string&>())})>>
+    : std::true_type {};
+
+/// Whether the connections of transport T carry credits on data (protocol.hpp, CreditCarrier).
+template <class T, class = void>
+struct has_credit_carrier : std::false_type {};
+template <class T>
+struct has_credit_carrier<T, std::void_t<decltype(static_cast<CreditCarrier&>(
+                                 std::declval<typename T::Connection&>().credits()))>>
     : std::true_type {};
 
 /// Whether transport T issues a slot and its sequence word together (T::put_pair).
@@ -561,7 +571,9 @@ private:
             signal_by_message_) {
             // One notice carries a small message whole: a put costs a message of its own where
             // the transport emulates puts.
-            keep(T::signal(*connection_, 0, arrival(0, 0, flags(credit)), source_, bytes_, at()));
+            Notice& notice = arrival(0, 0, flags(credit));
+            carry_credit(notice);
+            keep(T::signal(*connection_, 0, notice, source_, bytes_, at()));
             end_writing();
             phase_ = Phase::completing;
             return true;
@@ -634,6 +646,7 @@ private:
         piece_headers_.resize(messages); // capacity kept: no allocation in the steady state
         requests_.reserve(requests_.size() + messages); // keep() cannot throw once a send is out
         std::size_t next = 0;
+        bool carrier = true; // the first eager message on rail 0 carries a waiting credit
         for (const RailRange& piece : pieces_) {
             const std::size_t chunks = chunks_of(piece.bytes);
             std::size_t offset = 0;
@@ -642,6 +655,10 @@ private:
                 Piece& header = piece_headers_[next++];
                 header.notice = arrival(piece.rail, 0, round_flags);
                 header.offset = piece.offset + offset;
+                if (carrier && piece.rail == 0 && eager(piece.bytes)) {
+                    carry_credit(header.notice);
+                    carrier = false;
+                }
                 keep(T::send(*connection_, piece.rail, header, source_ + header.offset, bytes,
                              at()));
                 offset += bytes;
@@ -653,10 +670,14 @@ private:
         phase_ = Phase::completing;
     }
 
+    /// Whether a piece of `bytes` reaches the receiver with its data (no rendezvous).
+    bool eager(std::size_t bytes) const noexcept {
+        return eager_bytes_ == 0 || bytes < eager_bytes_;
+    }
+
     /// Messages that carry a piece of `bytes` on the message path.
     std::size_t chunks_of(std::size_t bytes) const noexcept {
-        const bool eager = eager_bytes_ == 0 || bytes < eager_bytes_;
-        if (!eager || chunk_bytes_ == 0 || bytes <= chunk_bytes_) {
+        if (!eager(bytes) || chunk_bytes_ == 0 || bytes <= chunk_bytes_) {
             return 1;
         }
         return 1 + (bytes - 1) / chunk_bytes_;
@@ -668,8 +689,15 @@ private:
                                           (credit < round_ ? early_flag : 0));
     }
 
-    const Notice& arrival(std::size_t rail, std::uint16_t other_rails,
-                          std::uint16_t round_flags = 0) {
+    // A credit that a receive window of this connection left to be carried (protocol.hpp), on a
+    // message that reaches the peer whole.
+    void carry_credit(Notice& notice) noexcept {
+        if constexpr (has_credit_carrier<T>::value) {
+            connection_->credits().carry(notice);
+        }
+    }
+
+    Notice& arrival(std::size_t rail, std::uint16_t other_rails, std::uint16_t round_flags = 0) {
         Notice& n = signals_[rail];
         n.target = receiver_id_;
         n.from = id_;
@@ -679,6 +707,8 @@ private:
         n.rail = static_cast<std::uint16_t>(rail);
         n.rails = other_rails;
         n.flags = round_flags;
+        n.credit_target = 0;
+        n.credit_round = 0;
         return n;
     }
 
@@ -825,6 +855,9 @@ public:
     bool close() noexcept {
         bool answered = true;
         if (connection_ != nullptr) {
+            if (credit_left_ != 0) {
+                (void)take_back_credit(); // moot now
+            }
             revoke_mapped();
             if (mapped_cell_ != nullptr) {
                 mapped_cell_->store(revoked_credit, std::memory_order_release);
@@ -940,14 +973,19 @@ public:
             return;
         }
         if (credit_notices_) {
-            if (sender_ahead_) {
-                // The sender runs ahead of its credits: some rounds suffice, and they may wait
-                // for this side's next test() (protocol.hpp), so that a thread that posts its own
-                // data after this init() puts that on the wire first.
-                credit_deferred_ = round_ % credit_interval == 0;
+            // A credit left two rounds ago that no message has carried goes now (protocol.hpp).
+            const bool owed = credit_left_ != 0 && round_ >= credit_left_ + 2 && take_back_credit();
+            if (!sender_ahead_ || owed) {
+                send_credit_notice();
                 return;
             }
-            send_credit_notice();
+            // The sender runs ahead of its credits: some rounds suffice. Such a credit rides on
+            // this side's next message to the peer, or, where none can carry it, waits for this
+            // side's next test() (protocol.hpp), so that a thread that posts its own data after
+            // this init() puts that on the wire first.
+            if (round_ % credit_interval == 0) {
+                credit_deferred_ = !leave_credit();
+            }
             return;
         }
         finish_credit(); // the network may still read the previous credit from `credit_`
@@ -1032,6 +1070,26 @@ private:
             std::memcpy(buffer_, extra_area_, received_);
         }
         return true;
+    }
+
+    // Leaves the credit of this round to be carried by a message of this connection.
+    bool leave_credit() noexcept {
+        if constexpr (has_credit_carrier<T>::value) {
+            if (connection_->credits().leave(sender_id_, round_)) {
+                credit_left_ = round_;
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // True if the credit left was still waiting (then it is this side's to send).
+    bool take_back_credit() noexcept {
+        credit_left_ = 0;
+        if constexpr (has_credit_carrier<T>::value) {
+            return connection_->credits().take_back(sender_id_);
+        }
+        return false;
     }
 
     void send_credit_notice() {
@@ -1134,7 +1192,8 @@ private:
     typename T::Request credit_request_;
     bool sender_puts_ = true;   ///< the sender is on the put path (its data lands during progress)
     bool sender_ahead_ = false; ///< its last round said it runs ahead of credits (protocol.hpp)
-    bool credit_deferred_ = false; ///< the credit of round_ goes out in the next test()
+    bool credit_deferred_ = false;  ///< the credit of round_ goes out in the next test()
+    std::uint64_t credit_left_ = 0; ///< the round whose credit was left to be carried, 0: none
 
     std::uint64_t round_ = 0;
     std::size_t received_ = 0;

@@ -32,8 +32,29 @@ Registry::Link* Registry::receiver_locked(std::uint64_t id) noexcept {
     return it != links_.end() && it->second.role == Link::Role::receiver ? &it->second : nullptr;
 }
 
+void Registry::credit_locked(std::uint64_t sender, std::uint64_t round) noexcept {
+    auto it = links_.find(sender);
+    if (it == links_.end() || it->second.role != Link::Role::sender ||
+        it->second.cell.word == nullptr) {
+        return; // gone (a credit carried on a message may come after the receiver closed)
+    }
+    // Credits only grow; a revoked cell stays revoked.
+    std::atomic<std::uint64_t>& word = *it->second.cell.word;
+    std::uint64_t current = word.load(std::memory_order_acquire);
+    while (current < round &&
+           !word.compare_exchange_weak(current, round, std::memory_order_acq_rel)) {
+    }
+}
+
+void Registry::carried_credit_locked(const Notice& notice) noexcept {
+    if (notice.credit_target != 0) {
+        credit_locked(notice.credit_target, notice.credit_round);
+    }
+}
+
 std::byte* Registry::destination(const Piece& piece, std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    carried_credit_locked(piece.notice);
     Link* link = receiver_locked(piece.notice.target);
     if (link == nullptr || link->buffer == nullptr || piece.offset > link->capacity ||
         bytes > link->capacity - piece.offset) {
@@ -45,6 +66,7 @@ std::byte* Registry::destination(const Piece& piece, std::size_t bytes) noexcept
 
 void Registry::landed(const Piece& piece, const void* data, std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    carried_credit_locked(piece.notice);
     Link* link = receiver_locked(piece.notice.target);
     if (link == nullptr) {
         return;
@@ -215,6 +237,7 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
                                        std::size_t bytes) noexcept {
     bool acknowledge = false;
     std::lock_guard<std::mutex> lock(mutex_);
+    carried_credit_locked(notice);
     auto it = links_.find(notice.target);
     Link* link = it != links_.end() ? &it->second : nullptr;
     switch (notice.kind) {
@@ -280,14 +303,7 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
         }
         break;
     case NoticeKind::credit:
-        if (link != nullptr && link->role == Link::Role::sender && link->cell.word != nullptr) {
-            // Credits only grow; a revoked cell stays revoked.
-            std::uint64_t current = link->cell.word->load(std::memory_order_acquire);
-            while (current < notice.round &&
-                   !link->cell.word->compare_exchange_weak(current, notice.round,
-                                                           std::memory_order_acq_rel)) {
-            }
-        }
+        credit_locked(notice.target, notice.round);
         break;
     case NoticeKind::sender_connected:
         if (link != nullptr && link->role == Link::Role::receiver) {

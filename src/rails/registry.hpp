@@ -35,7 +35,8 @@ public:
     /// cell until the receiver says it closed.
     void retire(std::uint64_t id, const CreditCell& cell) noexcept;
 
-    /// Applies a notice that arrived with `bytes` of `data`. Returns the answer to send back on
+    /// Applies a notice that arrived with `bytes` of `data` (and the credit it carries, if any:
+    /// so do destination() and landed()). Returns the answer to send back on
     /// the link it came on, if any (a revoke_ack; the caller sends it, after a fence, so that it
     /// does not overtake the puts of earlier rounds). Never throws: it runs inside the provider's
     /// progress.
@@ -111,6 +112,10 @@ private:
     };
 
     void release_cell_locked(const CreditCell& cell) noexcept;
+    /// The peer's receiver granted `round` to send window `sender`, if it is still here.
+    void credit_locked(std::uint64_t sender, std::uint64_t round) noexcept;
+    /// Applies the credit a message carries (Notice::credit_target), if any.
+    void carried_credit_locked(const Notice& notice) noexcept;
     Link* receiver_locked(std::uint64_t id) noexcept;
     void landed_locked(Link& link, const Piece& piece, const void* data,
                        std::size_t bytes) noexcept;

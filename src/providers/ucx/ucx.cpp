@@ -168,6 +168,8 @@ void Ucx::Connection::progress() const noexcept {
 namespace {
 
 using Transport = ucx::BasicTransport<Ucx::Connection>;
+static_assert(rails::has_credit_carrier<Transport>::value,
+              "credits ride on data going back to the peer (rails/protocol.hpp)");
 
 /// What the ucx provider adds to the rails description of a receive window: where a sender on this
 /// node maps its buffer (pmr::allocate memory), for the load/store path.

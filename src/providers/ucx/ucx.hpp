@@ -62,6 +62,7 @@
 #include "providers/interface.hpp"
 #include "providers/ucx/native.hpp"
 #include "providers/ucx/process.hpp"
+#include "rails/protocol.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -129,6 +130,9 @@ struct Ucx {
         /// Message path: pieces from this size on go by rendezvous (0: none), fixed at connection.
         std::size_t rendezvous_bytes() const noexcept { return rendezvous_bytes_; }
         pid_t peer_pid() const noexcept { return pid_; }
+        /// Message path: credits of this side's receive windows that its next message to the
+        /// peer carries (rails/protocol.hpp).
+        rails::CreditCarrier& credits() const noexcept { return *credits_; }
 
     private:
         std::shared_ptr<ucx::UcxProcess> process_;
@@ -139,6 +143,7 @@ struct Ucx {
         std::size_t rendezvous_bytes_ = 0;
         pid_t pid_ = 0;
         PeerProcess peer_process_;
+        std::unique_ptr<rails::CreditCarrier> credits_ = std::make_unique<rails::CreditCarrier>();
     };
 
     class SendWindow {
