@@ -7,6 +7,7 @@
 
 #include "rails/put_path.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <deque>
 #include <functional>
@@ -221,6 +222,7 @@ struct Network {
     std::size_t delivered = 0;
     std::vector<std::size_t> piece_bytes; ///< of every piece message sent, in order
     std::size_t credit_notices = 0;       ///< credits sent as messages of their own
+    int fail_sends = 0;                   ///< the next signals and sends that throw
 
     void deliver_some() {
         std::vector<std::size_t> order(lanes.size());
@@ -258,7 +260,7 @@ struct Connection {
     std::size_t lane_base = 0; ///< lanes of this direction: lane_base + rail
     std::size_t rail_count = 1;
     bool alive = true;
-    /// Shared by the copies of this side's view (Pair assigns it).
+    /// This side's credits waiting to be carried (its windows point at this one object).
     std::shared_ptr<rails::CreditCarrier> carrier = std::make_shared<rails::CreditCarrier>();
     std::size_t rails() const { return rail_count; }
     rails::CreditCarrier& credits() const { return *carrier; }
@@ -350,8 +352,15 @@ struct Transport {
             deliver(peer->registry(), copy.data(), copy.size());
         });
     }
+    static void fail_if_asked(Connection& c, const std::string& where) {
+        if (c.network->fail_sends > 0) {
+            --c.network->fail_sends;
+            pmr::detail::raise<pmr::ProviderError>("injected send failure", where);
+        }
+    }
     static Request signal(Connection& c, std::size_t rail, const rails::Notice& notice,
-                          const void* data, std::size_t bytes, const std::string& /*where*/) {
+                          const void* data, std::size_t bytes, const std::string& where) {
+        fail_if_asked(c, where);
         c.network->piece_bytes.push_back(bytes);
         if (notice.kind == rails::NoticeKind::credit) {
             ++c.network->credit_notices;
@@ -364,7 +373,8 @@ struct Transport {
     /// The message path: the piece's data travels with it and lands through the registry. The
     /// header is read only at delivery, as UCX may (the sender keeps it until the request is done).
     static Request send(Connection& c, std::size_t rail, const rails::Piece& piece,
-                        const void* data, std::size_t bytes, const std::string& /*where*/) {
+                        const void* data, std::size_t bytes, const std::string& where) {
+        fail_if_asked(c, where);
         c.network->piece_bytes.push_back(bytes);
         const rails::Piece* header = &piece;
         return message(c, rail, data, bytes,
@@ -485,22 +495,26 @@ struct Pair {
     std::optional<rails::RailReceiver<Transport>> receiver;
 };
 
-/// Two processes with a window pair in each direction over one connection, on the message path:
-/// each side's send and receive window share that side's view, and so its CreditCarrier.
+/// Two processes with `windows` window pairs in each direction over one connection, on the
+/// message path: each side's send and receive windows share that side's view, and so its
+/// CreditCarrier.
 struct Duplex {
-    explicit Duplex(std::size_t bytes)
-        : a(std::make_shared<Process>()), b(std::make_shared<Process>()), buffer_ab(bytes),
-          buffer_ba(bytes) {
+    explicit Duplex(std::size_t bytes, std::size_t windows = 1)
+        : a(std::make_shared<Process>()), b(std::make_shared<Process>()) {
         network.lanes.resize(2 * rails::max_rails);
         a_side = Connection{&network, a.get(), b.get(), 0, 1};
         b_side = Connection{&network, b.get(), a.get(), rails::max_rails, 1};
-        make_windows(a, a_side, b, b_side, buffer_ab, true, &where, send_ab, recv_ab);
-        make_windows(b, b_side, a, a_side, buffer_ba, true, &where, send_ba, recv_ba);
-        for (auto* s : {&send_ab, &send_ba}) {
-            (*s)->use_messages(0);
-        }
-        for (auto* r : {&recv_ab, &recv_ba}) {
-            (*r)->use_credit_notices();
+        for (std::size_t w = 0; w < windows; ++w) {
+            buffer_ab.emplace_back(bytes);
+            buffer_ba.emplace_back(bytes);
+            make_windows(a, a_side, b, b_side, buffer_ab.back(), true, &where,
+                         send_ab.emplace_back(), recv_ab.emplace_back());
+            make_windows(b, b_side, a, a_side, buffer_ba.back(), true, &where,
+                         send_ba.emplace_back(), recv_ba.emplace_back());
+            send_ab.back()->use_messages(0);
+            send_ba.back()->use_messages(0);
+            recv_ab.back()->use_credit_notices();
+            recv_ba.back()->use_credit_notices();
         }
     }
 
@@ -508,9 +522,10 @@ struct Duplex {
     Network network;
     std::shared_ptr<Process> a, b;
     Connection a_side, b_side;
-    std::vector<std::byte> buffer_ab, buffer_ba;
-    std::optional<Sender> send_ab, send_ba;
-    std::optional<Receiver> recv_ab, recv_ba;
+    // Deques: windows do not move.
+    std::deque<std::vector<std::byte>> buffer_ab, buffer_ba;
+    std::deque<std::optional<Sender>> send_ab, send_ba;
+    std::deque<std::optional<Receiver>> recv_ab, recv_ba;
 };
 
 } // namespace loopback
@@ -665,38 +680,111 @@ TEST_CASE("message path: eager pieces larger than the chunk size go in several m
 TEST_CASE("message path: credits ride on data going back to the peer", "[protocol]") {
     namespace rails = pmr::detail::rails;
     constexpr int rounds = 6 * static_cast<int>(rails::ahead_rounds);
+    constexpr int interval = static_cast<int>(rails::credit_interval);
     for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, rails::ahead_bytes}) {
         INFO(bytes << " B");
-        auto seed = [&](int round, int direction) {
-            return seed_of({bytes, std::uint64_t(round), std::uint64_t(direction), 23});
+        auto seed = [&](int round, int direction, std::size_t window = 0) {
+            return seed_of({bytes, std::uint64_t(round), std::uint64_t(direction), window, 23});
         };
         std::vector<std::byte> source_ab(bytes);
         std::vector<std::byte> source_ba(bytes);
         SECTION("a halo exchange sends no credit message once the receivers know the senders "
-                "run ahead") {
+                "run ahead; a fifth receive window of a connection sends its own") {
+            for (std::size_t windows : {std::size_t{1}, std::size_t{5}}) {
+                INFO(windows << " window(s) per direction");
+                loopback::Duplex d(bytes, windows);
+                std::vector<std::vector<std::byte>> sources(2 * windows,
+                                                            std::vector<std::byte>(bytes));
+                for (int round = 1; round <= rounds; ++round) {
+                    for (std::size_t w = 0; w < windows; ++w) {
+                        d.recv_ab[w]->init();
+                        d.recv_ba[w]->init();
+                    }
+                    for (std::size_t w = 0; w < windows; ++w) {
+                        fill_pattern(sources[2 * w].data(), bytes, seed(round, 0, w));
+                        fill_pattern(sources[2 * w + 1].data(), bytes, seed(round, 1, w));
+                        d.send_ab[w]->post(sources[2 * w].data(), bytes);
+                        d.send_ba[w]->post(sources[2 * w + 1].data(), bytes);
+                    }
+                    std::vector<char> done(4 * windows, 0);
+                    for (int passes = 0; std::count(done.begin(), done.end(), 1) <
+                                         static_cast<std::ptrdiff_t>(done.size());
+                         ++passes) {
+                        for (std::size_t w = 0; w < windows; ++w) {
+                            done[4 * w] = done[4 * w] || d.send_ab[w]->progress();
+                            done[4 * w + 1] = done[4 * w + 1] || d.send_ba[w]->progress();
+                            done[4 * w + 2] = done[4 * w + 2] || d.recv_ab[w]->test();
+                            done[4 * w + 3] = done[4 * w + 3] || d.recv_ba[w]->test();
+                            // Never a credit for a round the receiver has not begun.
+                            REQUIRE(d.send_ab[w]->credit() <= std::uint64_t(round));
+                            REQUIRE(d.send_ba[w]->credit() <= std::uint64_t(round));
+                        }
+                        d.network.deliver_some();
+                        REQUIRE(passes < 1000);
+                    }
+                    for (std::size_t w = 0; w < windows; ++w) {
+                        check_pattern(d.buffer_ab[w].data(), 0, bytes, seed(round, 0, w), "a>b");
+                        check_pattern(d.buffer_ba[w].data(), 0, bytes, seed(round, 1, w), "b>a");
+                    }
+                }
+                // Round 1's credits went as messages (the senders' flag comes with round 1's
+                // data); every later credit rode on the other direction's data, but for the
+                // fifth window's of each direction: a carrier holds four. Without carrying,
+                // one credit per window, direction and credit_interval rounds.
+                const std::size_t overflow = windows > rails::CreditCarrier::capacity ? 1 : 0;
+                CHECK(d.network.credit_notices <= 2 * windows + 2 * overflow * (rounds / interval));
+            }
+        }
+        SECTION("a sender running ahead gets credits on the replies, never early") {
             loopback::Duplex d(bytes);
+            // a streams as far as its credits let it; b takes one round at a time and sends one
+            // message back per round it took; a takes those as they come.
+            int posted = 0;
+            bool busy = false;
+            int replied = 0;
+            bool reply_busy = false;
+            int taken_back = 0;
+            bool receiving_back = false;
             for (int round = 1; round <= rounds; ++round) {
-                d.recv_ab->init();
-                d.recv_ba->init();
-                fill_pattern(source_ab.data(), bytes, seed(round, 0));
-                fill_pattern(source_ba.data(), bytes, seed(round, 1));
-                d.send_ab->post(source_ab.data(), bytes);
-                d.send_ba->post(source_ba.data(), bytes);
-                bool done[4] = {};
-                for (int passes = 0; !(done[0] && done[1] && done[2] && done[3]); ++passes) {
-                    done[0] = done[0] || d.send_ab->progress();
-                    done[1] = done[1] || d.send_ba->progress();
-                    done[2] = done[2] || d.recv_ab->test();
-                    done[3] = done[3] || d.recv_ba->test();
+                d.recv_ab[0]->init();
+                for (int passes = 0;; ++passes) {
+                    busy = busy && !d.send_ab[0]->progress();
+                    if (!busy && posted < rounds) {
+                        ++posted;
+                        fill_pattern(source_ab.data(), bytes, seed(posted, 0));
+                        d.send_ab[0]->post(source_ab.data(), bytes);
+                        busy = true;
+                    }
+                    reply_busy = reply_busy && !d.send_ba[0]->progress();
+                    if (!receiving_back && taken_back < replied) {
+                        d.recv_ba[0]->init();
+                        receiving_back = true;
+                    }
+                    if (receiving_back && d.recv_ba[0]->test()) {
+                        ++taken_back;
+                        check_pattern(d.buffer_ba[0].data(), 0, bytes, seed(taken_back, 1), "b>a");
+                        receiving_back = false;
+                    }
+                    REQUIRE(d.send_ab[0]->credit() <= std::uint64_t(round));
                     d.network.deliver_some();
                     REQUIRE(passes < 1000);
+                    if (d.recv_ab[0]->test()) {
+                        break;
+                    }
                 }
-                check_pattern(d.buffer_ab.data(), 0, bytes, seed(round, 0), "a to b");
-                check_pattern(d.buffer_ba.data(), 0, bytes, seed(round, 1), "b to a");
+                check_pattern(d.buffer_ab[0].data(), 0, bytes, seed(round, 0), "a>b");
+                while (reply_busy) {
+                    reply_busy = !d.send_ba[0]->progress();
+                    d.network.deliver_some();
+                }
+                ++replied;
+                fill_pattern(source_ba.data(), bytes, seed(replied, 1));
+                d.send_ba[0]->post(source_ba.data(), bytes);
+                reply_busy = true;
             }
-            // Round 1's credits went as messages (the senders' flag comes with round 1's data);
-            // every later credit rode on the other direction's data. Without it, one credit per
-            // credit_interval rounds and direction.
+            CHECK(posted == rounds);
+            CHECK(d.send_ab[0]->credit() >= std::uint64_t(rounds - interval));
+            // b's credits rode on its replies, a's on its stream.
             CHECK(d.network.credit_notices <= 2);
         }
         SECTION("data in one direction only: the credits go as messages, two rounds late") {
@@ -706,41 +794,48 @@ TEST_CASE("message path: credits ride on data going back to the peer", "[protoco
             int posted = 0;
             bool busy = false;
             for (int round = 1; round <= rounds; ++round) {
-                d.recv_ab->init();
-                for (int passes = 0; !d.recv_ab->test(); ++passes) {
-                    busy = busy && !d.send_ab->progress();
+                const std::size_t before = d.network.credit_notices;
+                d.recv_ab[0]->init();
+                // Round 1's credit (the sender's flag is not known yet) and, from round 10 on,
+                // the credit of round - 2 that nothing carried.
+                CHECK(d.network.credit_notices - before ==
+                      std::size_t(round == 1 || (round > interval && round % interval == 2)));
+                for (int passes = 0; !d.recv_ab[0]->test(); ++passes) {
+                    busy = busy && !d.send_ab[0]->progress();
                     if (!busy && posted < rounds) { // the source is free once a round completed
                         ++posted;
                         fill_pattern(source_ab.data(), bytes, seed(posted, 0));
-                        d.send_ab->post(source_ab.data(), bytes);
+                        d.send_ab[0]->post(source_ab.data(), bytes);
                         busy = true;
                     }
+                    REQUIRE(d.send_ab[0]->credit() <= std::uint64_t(round));
                     d.network.deliver_some();
                     REQUIRE(passes < 1000);
                 }
-                check_pattern(d.buffer_ab.data(), 0, bytes, seed(round, 0), "a to b");
+                check_pattern(d.buffer_ab[0].data(), 0, bytes, seed(round, 0), "a>b");
             }
             CHECK(posted == rounds);
-            CHECK(d.network.credit_notices >= std::size_t(rounds) / rails::credit_interval - 1);
         }
-        SECTION("a receive window takes back the credit it left when it closes") {
+        SECTION("a credit goes back to the carrier when the send that carried it fails, and a "
+                "receive window takes its credit back when it closes") {
             loopback::Duplex d(bytes);
-            for (int round = 1; round <= static_cast<int>(rails::credit_interval); ++round) {
-                d.recv_ba->init();
+            for (int round = 1; round <= interval; ++round) {
+                d.recv_ba[0]->init();
                 fill_pattern(source_ba.data(), bytes, seed(round, 1));
-                d.send_ba->post(source_ba.data(), bytes);
-                for (int passes = 0; !(d.recv_ba->test() && d.send_ba->progress()); ++passes) {
+                d.send_ba[0]->post(source_ba.data(), bytes);
+                for (int passes = 0; !(d.recv_ba[0]->test() && d.send_ba[0]->progress());
+                     ++passes) {
                     d.network.deliver_some();
                     REQUIRE(passes < 1000);
                 }
             }
             // Round credit_interval's credit waits in a's carrier: a sent nothing to b since.
-            rails::Notice probe;
-            CHECK(d.a_side.credits().take_back(d.send_ba->id()));
-            CHECK(d.a_side.credits().leave(d.send_ba->id(), rails::credit_interval));
-            CHECK(d.recv_ba->close());
-            d.a_side.credits().carry(probe);
-            CHECK(probe.credit_target == 0);
+            CHECK(d.a_side.credits().waiting() == 1);
+            d.network.fail_sends = 1;
+            CHECK_THROWS_AS(d.send_ab[0]->post(source_ab.data(), bytes), pmr::ProviderError);
+            CHECK(d.a_side.credits().waiting() == 1);
+            CHECK(d.recv_ba[0]->close());
+            CHECK(d.a_side.credits().waiting() == 0);
         }
     }
 }

@@ -39,10 +39,10 @@
 // sender marks it `early_flag` (a message of a round the receiver has begun lands as before).
 // A sender that runs every round of the window ahead marks its messages `ahead_flag`; a receiver
 // that has seen the flag sends the credit of every credit_interval-th round only, and sends it in
-// its next test() rather than in init(), behind the data its thread posts in between. That never
-// stalls the sender where the strict protocol would not: a receiver that has begun round m >= n
-// has sent a credit >= m - credit_interval (>= m - credit_interval + 1 once it tested round m)
-// >= n - ahead_rounds. Over TCP it saves seven of eight credit messages and takes them out of a
+// its next test() rather than in init(), behind the data its thread posts in between (where no
+// CreditCarrier takes it, below). That never stalls the sender where the strict protocol would
+// not: a receiver that has begun round m >= n has sent a credit >= m - credit_interval >=
+// n - ahead_rounds. Over TCP it saves seven of eight credit messages and takes them out of a
 // ping-pong's critical path. What changes for the application: such a send completes before the
 // receiver has begun the round (as on shm for inline rounds), so a receive window destroyed
 // meanwhile, or a dead peer, shows in the sender's wait only once it needs a credit again, at
@@ -52,15 +52,19 @@
 // drops a message for a window that is gone.)
 //
 // Where the transport's connections have a CreditCarrier, such a receiver leaves its credit there
-// instead (round c, a multiple of credit_interval), and the next message that a send window of
-// the same connection sends on rail 0 carries it (`Notice::credit_target`, `credit_round`): in a
-// halo exchange, or a ping-pong's reply, data goes back to the peer every round, so the credit
-// costs no message of its own. A credit nobody carried by the receiver's init of round c + 2 goes
-// as a notice then; so at its init of round m >= n the receiver has sent a credit >= m - 9 >=
-// n - ahead_rounds, and the argument above holds. The peer's registry applies a carried credit
-// when the message arrives, before anything else and whether or not the message's own window
-// still exists; a credit addresses its send window by id, so one that arrives late (after the
-// receiver_closed notice, on another lane) finds no window and changes nothing.
+// instead (round c, a multiple of credit_interval; in test() as above where the carrier is full),
+// and the next data message of the same connection side to the peer carries it
+// (`Notice::credit_target`, `credit_round`): the inline `arrived` notice or the first eager
+// rail-0 piece of a message-path round, of any send window. In a halo exchange, or a ping-pong's
+// reply, data goes back to the peer every round, so the credit costs no message of its own. A
+// send that throws puts the credit back. A credit nobody carried by the receiver's init of round
+// c + 2 goes as a notice then; so at its init of round m >= n the receiver has sent a credit >=
+// m - 9 >= n - ahead_rounds, and the argument above holds. The peer's registry applies a carried
+// credit when the message arrives, before anything else and whether or not the message's own
+// window still exists. A credit addresses its send window by id and only ever raises its cell: one
+// that arrives after the receiver_closed notice (on another lane, or carried by another thread's
+// message just before the receiver took it back) finds the window gone, or its cell revoked, and
+// changes nothing.
 #pragma once
 
 #include "base/copy_channel.hpp"
@@ -182,6 +186,9 @@ public:
         }
         return false;
     }
+
+    /// Credits waiting here.
+    std::size_t waiting() const noexcept { return count_.load(std::memory_order_relaxed); }
 
     /// Puts a credit that waits here, if any, into `notice` (else clears its credit fields).
     void carry(Notice& notice) noexcept {

@@ -511,6 +511,8 @@ public:
 
     std::uint64_t id() const noexcept { return id_; }
     Connection* connection() const noexcept { return connection_; }
+    /// The highest round the receiver has granted so far (tests).
+    std::uint64_t credit() const noexcept { return cell_.word->load(std::memory_order_acquire); }
 
 private:
     enum class Phase : std::uint8_t {
@@ -573,7 +575,12 @@ private:
             // the transport emulates puts.
             Notice& notice = arrival(0, 0, flags(credit));
             carry_credit(notice);
-            keep(T::signal(*connection_, 0, notice, source_, bytes_, at()));
+            try {
+                keep(T::signal(*connection_, 0, notice, source_, bytes_, at()));
+            } catch (...) {
+                return_credit(notice);
+                throw;
+            }
             end_writing();
             phase_ = Phase::completing;
             return true;
@@ -655,12 +662,20 @@ private:
                 Piece& header = piece_headers_[next++];
                 header.notice = arrival(piece.rail, 0, round_flags);
                 header.offset = piece.offset + offset;
-                if (carrier && piece.rail == 0 && eager(piece.bytes)) {
+                const bool carries = carrier && piece.rail == 0 && eager(piece.bytes);
+                if (carries) {
                     carry_credit(header.notice);
                     carrier = false;
                 }
-                keep(T::send(*connection_, piece.rail, header, source_ + header.offset, bytes,
-                             at()));
+                try {
+                    keep(T::send(*connection_, piece.rail, header, source_ + header.offset, bytes,
+                                 at()));
+                } catch (...) {
+                    if (carries) {
+                        return_credit(header.notice);
+                    }
+                    throw;
+                }
                 offset += bytes;
             }
             if (piece.rail != 0) {
@@ -694,6 +709,16 @@ private:
     void carry_credit(Notice& notice) noexcept {
         if constexpr (has_credit_carrier<T>::value) {
             connection_->credits().carry(notice);
+        }
+    }
+
+    // The send that was to carry `notice`'s credit failed: the credit waits for the next message
+    // again (or for its receiver's own notice), unless the carrier has filled up meanwhile.
+    void return_credit(const Notice& notice) noexcept {
+        if constexpr (has_credit_carrier<T>::value) {
+            if (notice.credit_target != 0) {
+                (void)connection_->credits().leave(notice.credit_target, notice.credit_round);
+            }
         }
     }
 

@@ -30,13 +30,15 @@
 //     word (or message), so no rail waits for another.
 //   - messages, otherwise where UCX emulates RMA on the connection's lanes (TCP: each put is a
 //     message, and a fence waits for the peer's acknowledgement), see PMR_UCX_PATH: init() sends
-//     credit n as an active message; post() sends up to 232 B inside one active message, larger
-//     messages as one active message per rail with the data: eagerly (copied into the receive
-//     buffer by the handler; larger pieces in chunks of PMR_UCX_CHUNK_BYTES), or from
-//     PMR_UCX_RNDV_BYTES on (default: none, 512 KiB where ranks outnumber CPUs) by UCX's
-//     rendezvous straight from the send buffer into the receive buffer (ucp_am_recv_data_nbx);
-//     the receiver's registry publishes the slot once all bytes of the round landed. No fence,
-//     one message per round and direction plus the credit.
+//     credit n as an active message (receive windows up to 64 KiB: every 8th round's only, and
+//     carried on the next message back to the peer where there is one, rails/protocol.hpp);
+//     post() sends up to 232 B inside one active message, larger messages as one active
+//     message per rail with the data: eagerly (copied into the receive buffer by the handler;
+//     larger pieces in chunks of PMR_UCX_CHUNK_BYTES), or from PMR_UCX_RNDV_BYTES on (default:
+//     none, 512 KiB where ranks outnumber CPUs) by UCX's rendezvous straight from the send
+//     buffer into the receive buffer (ucp_am_recv_data_nbx); the receiver's registry publishes
+//     the slot once all bytes of the round landed. No fence, one message per round and
+//     direction (plus the credit, for windows above 64 KiB).
 //   - where a transfer needs the peer's progress to complete (a rendezvous, an eager send
 //     beyond the socket buffers, an emulated put), windows from 64 KiB on have a standby
 //     thread that progresses the workers while the application has not for 20 ms (it may wait
