@@ -223,6 +223,7 @@ struct Network {
     std::vector<std::size_t> piece_bytes; ///< of every piece message sent, in order
     std::size_t credit_notices = 0;       ///< credits sent as messages of their own
     int fail_sends = 0;                   ///< the next signals and sends that throw
+    int sends_before_failure = 0;         ///< after this many more succeed
 
     void deliver_some() {
         std::vector<std::size_t> order(lanes.size());
@@ -353,7 +354,7 @@ struct Transport {
         });
     }
     static void fail_if_asked(Connection& c, const std::string& where) {
-        if (c.network->fail_sends > 0) {
+        if (c.network->fail_sends > 0 && c.network->sends_before_failure-- <= 0) {
             --c.network->fail_sends;
             pmr::detail::raise<pmr::ProviderError>("injected send failure", where);
         }
@@ -838,6 +839,42 @@ TEST_CASE("message path: credits ride on data going back to the peer", "[protoco
             CHECK(d.a_side.credits().waiting() == 0);
         }
     }
+}
+
+TEST_CASE("message path: a send that fails midway leaves what was issued intact, and the window "
+          "sends no more",
+          "[protocol]") {
+    constexpr std::size_t bytes = 5000;
+    constexpr std::size_t chunk = 1000;
+    loopback::Pair pair(1, 100000, true);
+    pair.sender->use_messages(0, chunk);
+    pair.receiver->use_credit_notices();
+    std::fill(pair.buffer.begin(), pair.buffer.end(), std::byte{0xee});
+    std::vector<std::byte> source(100000);
+    fill_pattern(source.data(), source.size(), 31);
+    pair.receiver->init();
+    for (int i = 0; i < 10; ++i) {
+        pair.network.deliver_some(); // the credit
+    }
+    REQUIRE(pair.sender->credit() == 1);
+    pair.network.fail_sends = 1;
+    pair.network.sends_before_failure = 2; // chunks 1 and 2 go, chunk 3 fails
+    CHECK_THROWS_AS(pair.sender->post(source.data(), bytes), pmr::ProviderError);
+    // The next round would reuse the chunks' headers (a larger one reallocates them) while the
+    // network still reads them: refused instead.
+    CHECK_THROWS_WITH(pair.sender->post(source.data(), source.size()),
+                      Catch::Matchers::Contains("sends no more"));
+    for (int i = 0; i < 10; ++i) {
+        pair.network.deliver_some();
+    }
+    // The two chunks landed where their headers said, and nothing else did.
+    check_pattern(pair.buffer.data(), 0, 2 * chunk, 31, "issued chunks");
+    for (std::size_t i = 2 * chunk; i < pair.buffer.size(); ++i) {
+        REQUIRE(pair.buffer[i] == std::byte{0xee});
+    }
+    CHECK_FALSE(pair.receiver->test()); // the round never completes: 3000 B are missing
+    CHECK(pair.sender->close());
+    CHECK(pair.receiver->close());
 }
 
 TEST_CASE("a credit carried for a send window that is gone changes nothing", "[protocol]") {

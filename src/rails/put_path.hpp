@@ -205,6 +205,28 @@ public:
                 phase_ = Phase::idle;
             }
             Backoff backoff;
+            while (broken_ && !requests_.empty()) { // what was issued before a failed send
+                connection_->progress();
+                auto pending = std::remove_if(requests_.begin(), requests_.end(), [&](auto& r) {
+                    try {
+                        return r.done("send", at());
+                    } catch (const std::exception&) {
+                        return true; // done, with an error
+                    }
+                });
+                requests_.erase(pending, requests_.end());
+                if (requests_.empty()) {
+                    break;
+                }
+                if (backoff.pause() && (backoff.elapsed_seconds() > teardown_grace_seconds() ||
+                                        !connection_->peer_alive())) {
+                    debug_log("a send window's operations before a failed send did not "
+                              "complete [" +
+                              at() + "]");
+                    process_->registry().retire(id_, cell_);
+                    return false;
+                }
+            }
             while (phase_ != Phase::idle) {
                 try {
                     progress();
@@ -498,7 +520,13 @@ private:
         } catch (...) {
             end_writing();
             phase_ = Phase::idle;
-            requests_.clear();
+            // Operations issued before the failure may still read their headers and sources,
+            // which the next round would overwrite: they are kept (close() waits for them, or
+            // keeps this object), and the window sends no more.
+            broken_ = !requests_.empty();
+            if (!broken_) {
+                requests_.clear();
+            }
             throw;
         }
     }
@@ -535,6 +563,14 @@ private:
     }
 
     void begin(const std::byte* data) {
+        if (broken_) {
+            if (!connection_->peer_alive()) {
+                raise<PeerLost>("the peer process exited", at());
+            }
+            raise<ProviderError>("a send of an earlier round failed after part of it was issued; "
+                                 "this window sends no more",
+                                 at(), "Destroy the window; the connection is likely broken too.");
+        }
         if (listed_.load(std::memory_order_relaxed) && poster_ != std::this_thread::get_id()) {
             unlist(); // the window moved to this thread: the one that posted before lets go of it
         }
@@ -808,6 +844,7 @@ private:
     std::atomic<bool> busy_{false}; ///< a listed window's round is being advanced
     std::thread::id poster_{};
     std::exception_ptr started_with_error_; ///< from a start on another window's progress
+    bool broken_ = false;                   ///< a send failed after others of its round were issued
     std::vector<Piece> piece_headers_; ///< of the current round, valid until `requests_` are done
     std::uint64_t round_ = 0;
     Phase phase_ = Phase::idle;
