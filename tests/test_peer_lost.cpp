@@ -4,11 +4,13 @@
 // gone into MPI_Finalize with its windows alive (`finalize`). mpirun must be told to keep rank 0
 // running (PMR_MPIEXEC_KEEP_GOING_FLAGS: Open MPI's --mca orte_abort_on_non_zero_status 0, MPICH's
 // -disable-auto-cleanup); the verdict is printed. With --exit, the dying rank ends with _exit(1)
-// instead of SIGKILL (MPICH ends all ranks when one dies by a signal).
+// instead of SIGKILL (MPICH ends all ranks when one dies by a signal). With --large the windows
+// hold 1 MiB instead of 64 KiB (over UCX's TCP transport they take pmr's own TCP lanes).
 #include <pmr/pmr.hpp>
 
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -35,6 +37,7 @@ bool peer_lost_within(F&& wait, double limit_seconds, const char* what) {
 }
 
 bool exit_instead_of_signal = false; // --exit: for launchers that end all ranks on a signal
+std::size_t window_bytes = std::size_t{1} << 16; // --large: 1 MiB
 
 [[noreturn]] void die() {
     if (exit_instead_of_signal) {
@@ -58,8 +61,8 @@ void send_rounds(pmr::SendWindow<char>& send) {
 
 // The peer dies after one round; the next send rounds and receive round end in PeerLost.
 bool killed_during_data_path(int rank, pmr::Connection& c) {
-    pmr::SendWindow<char> send(c, 1 << 16);
-    pmr::RecvWindow<char> recv(c, 1 << 16);
+    pmr::SendWindow<char> send(c, window_bytes);
+    pmr::RecvWindow<char> recv(c, window_bytes);
     recv.init();
     send.init();
     send.post();
@@ -97,8 +100,8 @@ bool killed_during_setup(int rank, pmr::Connection& c) {
 // The peer calls MPI_Finalize with its windows alive, and waits there for this rank: the next
 // round's waits must end in PeerLost, not in a hang.
 bool finalized_with_live_windows(int rank, pmr::Connection& c) {
-    pmr::SendWindow<char> send(c, 1 << 16);
-    pmr::RecvWindow<char> recv(c, 1 << 16);
+    pmr::SendWindow<char> send(c, window_bytes);
+    pmr::RecvWindow<char> recv(c, window_bytes);
     recv.init();
     send.init();
     send.post();
@@ -137,6 +140,8 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--exit") == 0) {
             exit_instead_of_signal = true;
+        } else if (std::strcmp(argv[i], "--large") == 0) {
+            window_bytes = std::size_t{1} << 20;
         } else {
             mode = argv[i];
         }

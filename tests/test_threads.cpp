@@ -18,20 +18,21 @@ int partner() {
 
 } // namespace
 
-TEST_CASE("one connection per thread, all threads exchanging at once", "[threads]") {
+namespace {
+
+// One connection per thread (tags from `tag`), `count` elements a window, all threads exchanging.
+void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
     start_together();
-    constexpr int threads = 4;
-    constexpr int rounds = 300;
     // Set-up on this thread (construction and first use call MPI); the rounds run on the others.
     std::vector<pmr::Connection> connections;
     for (int t = 0; t < threads; ++t) {
-        connections.emplace_back(pmr::Target(MPI_COMM_WORLD, partner(), 100 + t, 100 + t));
+        connections.emplace_back(pmr::Target(MPI_COMM_WORLD, partner(), tag + t, tag + t));
     }
     std::vector<pmr::SendWindow<std::uint64_t>> sends;
     std::vector<pmr::RecvWindow<std::uint64_t>> recvs;
     for (auto& c : connections) {
-        sends.emplace_back(c, 5000);
-        recvs.emplace_back(c, 5000);
+        sends.emplace_back(c, count);
+        recvs.emplace_back(c, count);
     }
     for (int t = 0; t < threads; ++t) {
         connections[static_cast<std::size_t>(t)].establish();
@@ -63,6 +64,19 @@ TEST_CASE("one connection per thread, all threads exchanging at once", "[threads
         w.join();
     }
     CHECK(wrong == 0);
+}
+
+} // namespace
+
+TEST_CASE("one connection per thread, all threads exchanging at once", "[threads]") {
+    exchange_on_threads(4, 300, 5000, 100);
+}
+
+TEST_CASE("large windows on one connection per thread, all threads exchanging at once",
+          "[threads]") {
+    // Over UCX's TCP transport windows above 64 KiB share pmr's TCP lane to the peer
+    // (providers/ucx/lanes.hpp): concurrent sends on one lane, reads by whichever thread polls.
+    exchange_on_threads(3, 60, 20000, 200);
 }
 
 TEST_CASE("with PMR_CHECKS, a window used by two threads at once is a UsageError", "[threads]") {

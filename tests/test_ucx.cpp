@@ -33,6 +33,18 @@ const bool split_transports = []() noexcept {
     return false;
 }();
 
+// Two ranks that stream different windows through pmr's TCP lanes: rank 0 every window with data,
+// rank 1 those from 64 KiB (the default). Each must read what the other streams.
+[[maybe_unused]] const bool split_lane_bytes = []() noexcept {
+    const char* split = std::getenv("PMR_TEST_UCX_SPLIT_LANE_BYTES");
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (split != nullptr && rank != nullptr && std::strcmp(rank, "0") == 0) {
+        setenv("PMR_UCX_LANE_BYTES", "1", 1);
+        return true;
+    }
+    return false;
+}();
+
 /// The peer of the two-rank cases, or the own rank.
 int partner() {
     return world_size() == 2 ? 1 - world_rank() : world_rank();
@@ -153,7 +165,25 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_PATH='am'") !=
           std::string::npos);
     env.set("PMR_UCX_PATH", nullptr);
+    env.set("PMR_UCX_LANES", nullptr);
+    CHECK(read_ucx_settings().lanes);
+    env.set("PMR_UCX_LANES", "off");
+    CHECK_FALSE(read_ucx_settings().lanes);
+    env.set("PMR_UCX_LANES", "auto");
+    CHECK(read_ucx_settings().lanes);
+    env.set("PMR_UCX_LANES", "sometimes");
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_LANES='sometimes'") !=
+          std::string::npos);
+    env.set("PMR_UCX_LANES", nullptr);
     using pmr::detail::ucx::UcxSettings;
+    env.set("PMR_UCX_LANE_BYTES", nullptr);
+    CHECK(read_ucx_settings().lane_bytes == UcxSettings::default_lane_bytes);
+    env.set("PMR_UCX_LANE_BYTES", "1048576");
+    CHECK(read_ucx_settings().lane_bytes == 1048576);
+    env.set("PMR_UCX_LANE_BYTES", "64KiB");
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_LANE_BYTES='64KiB'") !=
+          std::string::npos);
+    env.set("PMR_UCX_LANE_BYTES", nullptr);
     env.set("PMR_UCX_RNDV_BYTES", nullptr);
     CHECK_FALSE(read_ucx_settings().rendezvous_bytes); // chosen per connection
     env.set("PMR_UCX_RNDV_BYTES", "0");
@@ -204,6 +234,84 @@ TEST_CASE("emulated RMA is told from the lanes UCX lists", "[ucx][path]") {
     CHECK(lanes_emulate_rma("#  lane[0]:  0:ud_mlx5/mlx5_0:1.0 md[0] -> md[0]/ib am wireup\n"));
     CHECK(lanes_emulate_rma("#  lane[0]:  0:tcp/eth0.0 md[0] -> md[0]/tcp rma#0 am\n"));
     CHECK(lanes_emulate_rma("")); // nothing listed: messages work everywhere
+}
+
+TEST_CASE("the device of a TCP lane is read from the lanes UCX lists", "[ucx][lanes]") {
+    using pmr::detail::ucx::tcp_lane_device;
+    CHECK(tcp_lane_device(
+              "#  lane[0]:  0:tcp/lo.0 md[0]  -> md[0]/tcp/sysdev[255] rma_bw#0 am\n") == "lo");
+    CHECK(tcp_lane_device("#  lane[0]:  1:tcp/veth-r2.0 md[1] -> md[1]/tcp am\n") == "veth-r2");
+    CHECK(tcp_lane_device("#  lane[0]:  0:tcp/eth0.100.0 md[0] -> md[0]/tcp am\n") ==
+          "eth0.100"); // a VLAN device keeps its dot
+    CHECK(tcp_lane_device("#  lane[0]:  0:self/memory0.0 md[0] -> md[0]/self am\n"
+                          "#  lane[1]:  1:tcp/lo.0 md[1] -> md[1]/tcp am_bw#0\n")
+              .empty()); // the first lane is not TCP: no lanes
+    CHECK(
+        tcp_lane_device("#  lane[0]:  2:rc_mlx5/mlx5_0:1.0 md[2] -> md[2]/ib rma#0 am\n").empty());
+    CHECK(tcp_lane_device("").empty());
+}
+
+TEST_CASE("large rounds take the TCP lanes; small rounds and the close follow them in order",
+          "[ucx][lanes]") {
+    // Over UCX's TCP transport a window above 64 KiB sends every message through pmr's own TCP
+    // lane (providers/ucx/lanes.hpp): large rounds read straight into the receive buffer, small
+    // ones (some ahead of the receiver's init) and the sender_closed behind them, in order. The
+    // sender destroys its window right after its last wait (its data may still be in the
+    // kernel): the receiver must still get every round intact, not PeerLost.
+    if (world_size() != 2) {
+        return;
+    }
+    const char* tls = std::getenv("UCX_TLS");
+    const char* lanes_setting = std::getenv("PMR_UCX_LANES");
+    const char* path = std::getenv("PMR_UCX_PATH");
+    const bool lanes = tls != nullptr && std::string(tls) == "tcp" &&
+                       (lanes_setting == nullptr || std::string(lanes_setting) != "off") &&
+                       (path == nullptr || std::string(path) != "put");
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 12, 12), pmr::Provider::ucx);
+    constexpr std::size_t count = 300000; // 1.2 MB of int
+    const std::size_t sizes[] = {count, 10, 3000, count, 1, 0, count, 20000, 58, count, 7};
+    const bool sender = world_rank() == 0;
+    auto value = [](std::size_t i, std::size_t round) {
+        return static_cast<int>(i * 2654435761U + round * 97U);
+    };
+    auto frames = [] {
+        auto process = pmr::detail::ucx::UcxProcess::existing();
+        return process && process->lanes() != nullptr ? process->lanes()->frames() : 0;
+    };
+    const std::uint64_t frames_before = frames();
+    if (sender) {
+        pmr::SendWindow<int> send(c, count);
+        for (std::size_t round = 0; round < std::size(sizes); ++round) {
+            send.init();
+            for (std::size_t i = 0; i < sizes[round]; ++i) {
+                send[i] = value(i, round);
+            }
+            send.post(sizes[round] * sizeof(int));
+            send.wait();
+        }
+    } else {
+        pmr::RecvWindow<int> recv(c, count);
+        for (std::size_t round = 0; round < std::size(sizes); ++round) {
+            INFO("round " << round << ", " << sizes[round] << " int");
+            recv.init();
+            recv.post();
+            recv.wait();
+            REQUIRE(recv.received_bytes() == sizes[round] * sizeof(int));
+            bool intact = true;
+            for (std::size_t i = 0; i < sizes[round]; ++i) {
+                intact = intact && recv[i] == value(i, round);
+            }
+            REQUIRE(intact);
+        }
+        // Every round came through the lane (one frame each), or none did.
+        const std::uint64_t read = frames() - frames_before;
+        if (lanes) {
+            CHECK(read >= std::size(sizes));
+        } else {
+            CHECK(read == 0);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("an endpoint over TCP emulates RMA, over shared memory it does not", "[ucx][path]") {

@@ -153,6 +153,11 @@ inline constexpr std::uint64_t credit_interval = (ahead_rounds + 1) / 2;
 /// (`early_flag`).
 inline constexpr std::uint16_t ahead_flag = 1;
 inline constexpr std::uint16_t early_flag = 2;
+/// `Notice::flags` of every message of a send window on the message path that the provider chose
+/// to stream (its `arrived` notices, pieces and sender_closed; RailSender::use_messages): a
+/// transport with ordered streams of its own carries all of that window's messages through one,
+/// so that none overtakes another (the ucx provider's TCP lanes, providers/ucx/lanes.hpp).
+inline constexpr std::uint16_t stream_flag = 4;
 
 /// One side of a connection: credits its receive windows owe their senders on the message path,
 /// waiting for the next rail-0 message of a send window of the same connection to carry them

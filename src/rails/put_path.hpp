@@ -256,6 +256,7 @@ public:
                 notice.target = receiver_id_;
                 notice.from = id_;
                 notice.kind = NoticeKind::sender_closed;
+                notice.flags = stream_flags_;
                 notice.rails = static_cast<std::uint16_t>(other_rails_used_);
                 for (std::size_t rail = connection_->rails(); rail-- > 0;) {
                     if (rail != 0 && (other_rails_used_ & (1U << rail)) == 0) {
@@ -347,14 +348,18 @@ public:
     /// receive windows up to ahead_bytes run ahead of their credits. `chunk_bytes`: such a piece
     /// larger than this travels as several messages of at most this size each (0: one message),
     /// the size the transport delivers in one go (UCX over TCP: one receive segment, where a
-    /// larger eager message is reassembled and copied once more).
-    void use_messages(std::size_t eager_bytes, std::size_t chunk_bytes = 0) noexcept {
+    /// larger eager message is reassembled and copied once more). `stream`: flag every message
+    /// of this window stream_flag (protocol.hpp; the transport carries them through a stream of
+    /// its own, in order).
+    void use_messages(std::size_t eager_bytes, std::size_t chunk_bytes = 0,
+                      bool stream = false) noexcept {
         static_assert(has_piece_messages<T>::value,
                       "the message path needs T::send (see the top of rails/put_path.hpp)");
         messages_ = true;
         signal_by_message_ = true;
         eager_bytes_ = eager_bytes;
         chunk_bytes_ = chunk_bytes;
+        stream_flags_ = stream ? stream_flag : 0;
         window_ahead_ =
             peer_bytes_ <= copy_channel::inline_capacity ||
             (peer_bytes_ <= ahead_bytes && (eager_bytes == 0 || peer_bytes_ < eager_bytes));
@@ -737,7 +742,7 @@ private:
     /// The flags of the message path's notices and pieces (protocol.hpp).
     std::uint16_t flags(std::uint64_t credit) const noexcept {
         return static_cast<std::uint16_t>((window_ahead_ ? ahead_flag : 0) |
-                                          (credit < round_ ? early_flag : 0));
+                                          (credit < round_ ? early_flag : 0) | stream_flags_);
     }
 
     // A credit that a receive window of this connection left to be carried (protocol.hpp), on a
@@ -838,6 +843,7 @@ private:
     bool window_ahead_ = false;      ///< every round may run ahead of its credit (protocol.hpp)
     std::size_t eager_bytes_ = 0;    ///< pieces from this size on go by rendezvous (0: none)
     std::size_t chunk_bytes_ = 0;    ///< largest message of an eager piece (0: no limit)
+    std::uint16_t stream_flags_ = 0; ///< stream_flag where the receive window is large
     std::size_t peer_bytes_ = 0;     ///< of the receive window
     // Starting rounds from other windows' progress (WaitingRounds), guarded by its mutex.
     std::atomic<bool> listed_{false};

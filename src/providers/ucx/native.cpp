@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "providers/ucx/native.hpp"
 
+#include "providers/ucx/lanes.hpp"
+
 #include "base/backoff.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
@@ -182,17 +184,21 @@ Endpoint::Endpoint(std::shared_ptr<Worker> worker, const Blob& peer_address, boo
     check(ucp_ep_create(worker_->get(), &params, &handle_), "ucp_ep_create", where);
 }
 
-bool Endpoint::rma_emulated() const {
+std::string Endpoint::info() const {
     char* text = nullptr;
     std::size_t length = 0;
     FILE* stream = open_memstream(&text, &length);
     if (stream == nullptr) {
-        return false;
+        return {};
     }
     ucp_ep_print_info(handle_, stream);
     std::fclose(stream);
     const std::unique_ptr<char, void (*)(void*)> owner(text, &std::free);
-    return lanes_emulate_rma(std::string(text, length));
+    return {text, length};
+}
+
+bool Endpoint::rma_emulated() const {
+    return lanes_emulate_rma(info());
 }
 
 bool lanes_emulate_rma(const std::string& info) {
@@ -475,7 +481,10 @@ Request::Request(ucs_status_ptr_t result, const char* call, const std::string& w
     handle_ = UCS_PTR_IS_PTR(result) ? result : nullptr;
 }
 
-Request::Request(Request&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+Request::Request(std::shared_ptr<LaneSend> send) noexcept : lane_(std::move(send)) {}
+
+Request::Request(Request&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), lane_(std::move(other.lane_)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
     if (this != &other) {
@@ -483,6 +492,7 @@ Request& Request::operator=(Request&& other) noexcept {
             ucp_request_free(handle_);
         }
         handle_ = std::exchange(other.handle_, nullptr);
+        lane_ = std::move(other.lane_);
     }
     return *this;
 }
@@ -494,6 +504,22 @@ Request::~Request() {
 }
 
 bool Request::done(const char* call, const std::string& where) {
+    if (lane_ != nullptr) {
+        int state = lane_->state.load(std::memory_order_acquire);
+        if (state == LaneSend::pending) {
+            (void)lane_->lane->flush();
+            state = lane_->state.load(std::memory_order_acquire);
+        }
+        if (state == LaneSend::pending) {
+            return false;
+        }
+        lane_.reset();
+        if (state == LaneSend::failed) {
+            raise<PeerLost>(std::string(call) + " on a TCP lane failed: the connection ended",
+                            where,
+                            "The peer process died or the network between the hosts failed.");
+        }
+    }
     if (handle_ == nullptr) {
         return true;
     }

@@ -131,6 +131,8 @@ public:
     /// acknowledgements): no lane does puts natively. From what ucp_ep_print_info lists, because
     /// UCX 1.13 has no query for an endpoint's transports; true if it lists nothing.
     bool rma_emulated() const;
+    /// What ucp_ep_print_info says about this endpoint's lanes (empty if it cannot be had).
+    std::string info() const;
     /// UCS_OK while healthy; the error UCX reported for this endpoint otherwise.
     ucs_status_t failure() const noexcept {
         return failure_ ? static_cast<ucs_status_t>(failure_->load(std::memory_order_acquire))
@@ -225,9 +227,13 @@ private:
 
 /// A non-blocking UCP operation that did not complete at once. Freeing it before completion is
 /// allowed: UCX finishes the operation and then releases the request.
+struct LaneSend;
+
 class Request {
 public:
     Request() noexcept = default;
+    /// A send on one of pmr's TCP lanes (lanes.hpp); null: done already.
+    explicit Request(std::shared_ptr<LaneSend> send) noexcept;
     /// Takes the result of a ucp_*_nbx call; throws through raise_status() if it is an error.
     Request(ucs_status_ptr_t result, const char* call, const std::string& where);
 
@@ -239,10 +245,11 @@ public:
 
     /// True once complete; throws through raise_status() if it failed.
     bool done(const char* call, const std::string& where);
-    bool pending() const noexcept { return handle_ != nullptr; }
+    bool pending() const noexcept { return handle_ != nullptr || lane_ != nullptr; }
 
 private:
     void* handle_ = nullptr;
+    std::shared_ptr<LaneSend> lane_;
 };
 
 /// ucp_put_nbx of `bytes` from `source` to `address` of the key's memory, through the key's

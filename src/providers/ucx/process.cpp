@@ -108,6 +108,23 @@ UcxSettings read_ucx_settings() {
                         "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
         }
     }
+    if (const char* lanes = variable("PMR_UCX_LANES")) {
+        const std::string m = lanes;
+        if (m == "auto" || m == "on" || m == "1") {
+            s.lanes = true;
+        } else if (m == "off" || m == "0") {
+            s.lanes = false;
+        } else {
+            bad_setting("PMR_UCX_LANES='" + m + "'", "is not auto or off",
+                        "Unset it (TCP lanes where UCX runs over TCP) or give PMR_UCX_LANES=off.");
+        }
+    }
+    s.lane_bytes = bytes_setting("PMR_UCX_LANE_BYTES", s.lane_bytes,
+                                 "(the smallest window that takes pmr's TCP lanes), e.g. "
+                                 "PMR_UCX_LANE_BYTES=65537.");
+    if (s.lane_bytes == 0) {
+        s.lane_bytes = 1; // every window with data
+    }
     if (variable("PMR_UCX_RNDV_BYTES") != nullptr) {
         s.rendezvous_bytes = bytes_setting("PMR_UCX_RNDV_BYTES", 0,
                                            "(0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=524288.");
@@ -158,6 +175,9 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
                   "sends eagerly at every size");
     }
     endpoints_.resize(rails_.size());
+    if (settings_.lanes) {
+        lanes_ = std::make_unique<TcpLanes>(registry_);
+    }
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                          UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -369,6 +389,7 @@ Request UcxProcess::send_piece(const Endpoint& endpoint, const rails::Piece& pie
 }
 
 void UcxProcess::watch() {
+    large_windows_.fetch_add(1, std::memory_order_relaxed);
     if (!workers_thread_safe_) {
         return;
     }
@@ -388,6 +409,7 @@ void UcxProcess::watch() {
 }
 
 void UcxProcess::unwatch() noexcept {
+    large_windows_.fetch_sub(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(standby_mutex_);
     if (watched_ > 0) {
         --watched_;
@@ -460,7 +482,7 @@ void UcxProcess::stand_by() noexcept {
         for (int idle = 0; idle < idle_polls &&
                            progress_calls_.load(std::memory_order_relaxed) == seen &&
                            !standby_stopping_.load(std::memory_order_relaxed);) {
-            unsigned events = 0;
+            unsigned events = progress_lanes() ? 1 : 0;
             for (const Rail& rail : rails_) {
                 events += rail.worker->progress();
             }

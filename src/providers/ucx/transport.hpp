@@ -35,18 +35,34 @@ struct BasicTransport {
     static void fence(Connection& connection, std::size_t rail, const std::string& where) {
         connection.endpoint(rail)->worker().fence(where);
     }
+    // A connection with TCP lanes (lanes.hpp) carries every message of a window flagged
+    // rails::stream_flag (a receive window from UcxSettings::lane_bytes on; SendWindow::connect)
+    // through the lane of its rail, in order: its rounds and the sender_closed behind them.
     static Request signal(Connection& connection, std::size_t rail, const Notice& notice,
                           const void* data, std::size_t bytes, const std::string& where) {
+        if (Lane* lane = stream(connection, rail, notice)) {
+            return Request(lane->notify(notice, data, bytes, where));
+        }
         return UcxProcess::signal(*connection.endpoint(rail), notice, data, bytes, where);
     }
     static Request send(Connection& connection, std::size_t rail, const rails::Piece& piece,
                         const void* data, std::size_t bytes, const std::string& where) {
+        if (Lane* lane = stream(connection, rail, piece.notice)) {
+            return Request(lane->send(piece, data, bytes, where));
+        }
         return connection.process().send_piece(*connection.endpoint(rail), piece, data, bytes,
                                                connection.rendezvous_bytes(), where);
     }
     static void notify(Connection& connection, std::size_t rail, const Notice& notice, bool reply,
                        const std::string& where) {
+        if (Lane* lane = stream(connection, rail, notice)) {
+            (void)lane->notify(notice, nullptr, 0, where);
+            return;
+        }
         connection.process().send_notice(*connection.endpoint(rail), notice, reply, where);
+    }
+    static Lane* stream(Connection& connection, std::size_t rail, const Notice& notice) noexcept {
+        return (notice.flags & rails::stream_flag) != 0 ? connection.lane(rail) : nullptr;
     }
     static RemoteKey unpack(Connection& connection, std::size_t rail, const Blob& key,
                             const char* what, const std::string& where) {

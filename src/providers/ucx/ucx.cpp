@@ -23,7 +23,7 @@ using ucx::UcxProcess;
 
 namespace {
 
-constexpr std::uint32_t hello_version = 1;
+constexpr std::uint32_t hello_version = 2;
 
 bool wants_peer_errors(bool same_node) {
     switch (ucx::ucx_settings().peer_errors) {
@@ -64,6 +64,12 @@ Blob Ucx::Local::hello() const {
     for (std::size_t i = 0; i < process->size(); ++i) {
         hello.put_bytes(process->rail(i).worker->address());
     }
+    if (const ucx::TcpLanes* lanes = process->lanes()) {
+        lanes->describe(hello, process->settings().lane_bytes);
+    } else {
+        hello.put<std::uint8_t>(0).put(std::uint64_t{0}).put(std::uint64_t{0});
+        hello.put(std::uint16_t{0}).put(std::uint32_t{0});
+    }
     return hello.take();
 }
 
@@ -100,6 +106,8 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
     for (std::uint32_t i = 0; i < peer_rails; ++i) {
         addresses.push_back(reader.get_bytes());
     }
+    const ucx::LanePeer lane_peer = ucx::TcpLanes::read(reader);
+    reader.finish();
     const std::size_t count = std::min<std::size_t>(peer_rails, process_->size());
     if (count == 0) {
         raise<ProviderError>("the peer offers no UCX rail", setup.where,
@@ -127,6 +135,24 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
         break;
     }
     rendezvous_bytes_ = process_->rendezvous_bytes();
+    peer_token_ = lane_peer.token;
+    if (messages_ && lane_peer.listening && process_->lanes() != nullptr &&
+        process_->lanes()->listening()) {
+        peer_lane_bytes_ = std::max<std::size_t>(lane_peer.lane_bytes, 1);
+    }
+    if (messages_ && process_->lanes() != nullptr) {
+        // One lane per rail, over the device UCX's TCP transport uses for it; all or none.
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::string device = ucx::tcp_lane_device(endpoints_[i]->info());
+            auto lane = process_->lanes()->open(i, lane_peer, device,
+                                                setup.where + ", UCX rail " + std::to_string(i));
+            if (lane == nullptr) {
+                lanes_.clear();
+                break;
+            }
+            lanes_.push_back(std::move(lane));
+        }
+    }
     debug_log("ucx: " + std::to_string(count) + " rail(s) (this side " +
               std::to_string(process_->size()) + ", peer " + std::to_string(peer_rails) +
               "), peer error handling " + (peer_errors ? "by UCX" : "by pidfd and PMR_TIMEOUT") +
@@ -146,6 +172,14 @@ bool Ucx::Connection::peer_alive() {
             return false;
         }
     }
+    for (const auto& lane : lanes_) {
+        if (lane->failed()) {
+            return false;
+        }
+    }
+    if (!lanes_.empty() && process_->lanes()->lost(peer_token_)) {
+        return false;
+    }
     return peer_process_.alive();
 }
 
@@ -156,6 +190,7 @@ RailInfo Ucx::Connection::rail(std::size_t index) const {
 
 void Ucx::Connection::progress() const noexcept {
     process_->note_progress();
+    (void)process_->progress_lanes();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
         process_->rail(i).worker->progress();
     }
@@ -261,6 +296,15 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
     if (!s.load_store() && connection.messages()) {
         const ucx::UcxSettings& ucx_config = connection.process().settings();
+        if (connection.takes_lanes(peer_bytes)) {
+            // Every message of this window through the connection's TCP lanes (lanes.hpp): large
+            // rounds whole, read straight into the receive buffer.
+            s.rails.use_messages(0, 0, true);
+            debug_log("ucx: message path over pmr's TCP lanes: every round one frame per rail, "
+                      "read straight into the receive buffer; credits as UCX messages [" +
+                      s.at() + "]");
+            return;
+        }
         // Without the standby thread (watched above) send_piece() sends every piece eagerly.
         const std::size_t rendezvous =
             connection.process().standby_failed() ? 0 : connection.rendezvous_bytes();
@@ -370,10 +414,12 @@ std::size_t staging_bytes(const WindowSpec& spec, UcxProcess& process) {
 struct Ucx::RecvWindow::State {
     State(const WindowSpec& spec, const std::shared_ptr<UcxProcess>& process)
         : memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
-          rails(process, spec.where, spec.buffer, spec.bytes, staging_bytes(spec, *process)) {}
+          rails(process, spec.where, spec.buffer, spec.bytes, staging_bytes(spec, *process)),
+          bytes(spec.bytes) {}
 
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
     rails::RailReceiver<Transport> rails;
+    std::size_t bytes = 0;
     /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
 };
@@ -415,7 +461,9 @@ void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
     // (A sender that maps this side's memory takes the load/store path instead; watching costs
     // it nothing but a look every 20 ms.)
-    if (connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) {
+    // (Lanes are read wherever such a window exists.)
+    if ((connection.needs_peer_progress() && peer_bytes >= ucx::standby_bytes) ||
+        connection.peer_streams(s.bytes)) {
         connection.process().watch();
         s.watched = &connection.process();
     }

@@ -38,7 +38,9 @@
 //     none, 512 KiB where ranks outnumber CPUs) by UCX's rendezvous straight from the send
 //     buffer into the receive buffer (ucp_am_recv_data_nbx); the receiver's registry publishes
 //     the slot once all bytes of the round landed. No fence, one message per round and
-//     direction (plus the credit, for windows above 64 KiB).
+//     direction (plus the credit, for windows above 64 KiB). Windows from 64 KiB on
+//     (PMR_UCX_LANE_BYTES) send all their messages through a TCP connection of pmr's own to the
+//     peer instead (lanes.hpp, PMR_UCX_LANES), read straight into the receive buffer.
 //   - where a transfer needs the peer's progress to complete (a rendezvous, an eager send
 //     beyond the socket buffers, an emulated put), windows from 64 KiB on have a standby
 //     thread that progresses the workers while the application has not for 20 ms (it may wait
@@ -135,6 +137,20 @@ struct Ucx {
         /// Message path: credits of this side's receive windows that its next message to the
         /// peer carries (rails/protocol.hpp).
         rails::CreditCarrier& credits() const noexcept { return *credits_; }
+        /// Message path: pmr's TCP lane to the peer on `rail` (providers/ucx/lanes.hpp), or null.
+        ucx::Lane* lane(std::size_t rail) const noexcept {
+            return rail < lanes_.size() ? lanes_[rail].get() : nullptr;
+        }
+        bool has_lanes() const noexcept { return !lanes_.empty(); }
+        /// Whether the messages of windows whose receive window holds `bytes` take the lanes.
+        bool takes_lanes(std::size_t bytes) const noexcept {
+            return has_lanes() && bytes >= process_->settings().lane_bytes;
+        }
+        /// Whether the peer may send the messages of a window to this side's receive window of
+        /// `bytes` through its lane (by its own PMR_UCX_LANE_BYTES): then lanes must be read.
+        bool peer_streams(std::size_t bytes) const noexcept {
+            return peer_lane_bytes_ != 0 && bytes >= peer_lane_bytes_;
+        }
 
     private:
         std::shared_ptr<ucx::UcxProcess> process_;
@@ -146,6 +162,9 @@ struct Ucx {
         pid_t pid_ = 0;
         PeerProcess peer_process_;
         std::unique_ptr<rails::CreditCarrier> credits_ = std::make_unique<rails::CreditCarrier>();
+        std::vector<std::shared_ptr<ucx::Lane>> lanes_; ///< one per rail, or none
+        std::uint64_t peer_token_ = 0;                  ///< the peer's lanes token
+        std::size_t peer_lane_bytes_ = 0; ///< the peer's PMR_UCX_LANE_BYTES (0: no lanes to here)
     };
 
     class SendWindow {
