@@ -8,7 +8,10 @@
 #include "rails/put_path.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -18,6 +21,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 using namespace pmr_test;
@@ -900,6 +904,62 @@ TEST_CASE("a credit carried for a send window that is gone changes nothing", "[p
     notice.credit_round = 16;
     (void)registry.handle(notice, nullptr, 0);
     CHECK(cell.word->load() == 8);
+}
+
+TEST_CASE("a closing receive window takes no more data, after the copies in progress",
+          "[protocol]") {
+    // Registry::detach: a transport that receives a piece in steps (the ucx provider's TCP lanes)
+    // asks begin_copy() before each step; once the window detaches, the next step is refused, and
+    // detach() returns only after the step in progress ended, so nothing writes into a buffer
+    // that its window is about to free. Pieces and early rounds that arrive later are dropped.
+    namespace rails = pmr::detail::rails;
+    rails::Registry registry;
+    rails::Inbox inbox{};
+    std::atomic<bool> acked{false};
+    std::atomic<bool> connected{false};
+    std::vector<std::byte> buffer(4096, std::byte{0});
+    registry.add_receiver(7, &inbox, &acked, &connected, buffer.data(), buffer.size());
+    rails::Piece piece;
+    piece.notice.target = 7;
+    piece.notice.kind = rails::NoticeKind::arrived;
+    piece.notice.round = 1;
+    piece.notice.bytes = 4096;
+    piece.offset = 1024;
+    std::byte* into = registry.destination(piece, 3072);
+    REQUIRE(into == buffer.data() + 1024);
+    std::byte* step = registry.begin_copy(piece, 100);
+    REQUIRE(step == buffer.data() + 1124);
+    CHECK(registry.begin_copy(piece, 3073) == nullptr); // beyond the window
+    std::atomic<bool> detached{false};
+    std::thread closer([&] {
+        registry.detach(7);
+        detached = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(detached.load()); // a copy is in progress
+    std::memset(step, 0x5a, 10);  // what the step writes while the window still waits
+    registry.end_copy(piece);
+    closer.join();
+    CHECK(detached.load());
+    CHECK(registry.begin_copy(piece, 110) == nullptr);
+    registry.received(piece, 110, false);
+    CHECK(registry.receiving(7) == 0);
+    // Later data is dropped, not written.
+    std::vector<std::byte> data(4096, std::byte{0x11});
+    rails::Piece whole = piece;
+    whole.offset = 0;
+    whole.notice.round = 2;
+    registry.landed(whole, data.data(), data.size());
+    CHECK(registry.destination(whole, 4096) == nullptr);
+    CHECK(std::count(buffer.begin(), buffer.end(), std::byte{0x11}) == 0);
+    CHECK(std::count(buffer.begin(), buffer.end(), std::byte{0x5a}) == 10);
+    // A sender_closed counts as connected (its sender_connected may come another way, later).
+    rails::Notice closed;
+    closed.target = 7;
+    closed.kind = rails::NoticeKind::sender_closed;
+    (void)registry.handle(closed, nullptr, 0);
+    CHECK(connected.load());
+    registry.remove(7);
 }
 
 TEST_CASE("a failed put ends the round with the transport's error", "[protocol]") {

@@ -941,6 +941,9 @@ public:
                 answered = !credit_request_.pending();
             }
             connection_->progress(); // a sender_connected notice may be on its way
+            // Nothing more lands in the buffer: pieces that come now are dropped, and a transport
+            // that receives in steps stops at its next one (Registry::begin_copy).
+            process_->registry().detach(id_);
             // The transport may be receiving into the buffer (a rendezvous of the message path,
             // whose data the sender still has to deliver): the buffer must outlive it.
             Backoff backoff;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <new>
+#include <thread>
 
 namespace pmr::detail::rails {
 
@@ -129,6 +130,9 @@ void Registry::grant(std::uint64_t id, std::uint64_t round) noexcept {
     whole.notice = early.notice;
     whole.offset = 0;
     if (!early.data.empty()) {
+        if (link->buffer == nullptr) {
+            return; // detached: the window is closing
+        }
         std::memcpy(link->buffer, early.data.data(), early.data.size());
     }
     early.round = 0;
@@ -153,6 +157,43 @@ void Registry::received(const Piece& piece, std::size_t bytes, bool ok) noexcept
     }
 }
 
+std::byte* Registry::begin_copy(const Piece& piece, std::size_t offset) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link* link = receiver_locked(piece.notice.target);
+    if (link == nullptr || link->buffer == nullptr || piece.offset > link->capacity ||
+        offset > link->capacity - piece.offset) {
+        return nullptr;
+    }
+    ++link->copying;
+    return link->buffer + piece.offset + offset;
+}
+
+void Registry::end_copy(const Piece& piece) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Link* link = receiver_locked(piece.notice.target);
+    if (link != nullptr && link->copying > 0) {
+        --link->copying;
+    }
+}
+
+void Registry::detach(std::uint64_t id) noexcept {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            Link* link = receiver_locked(id);
+            if (link == nullptr) {
+                return;
+            }
+            link->buffer = nullptr;
+            if (link->copying == 0) {
+                return;
+            }
+        }
+        // A copy that began before is one non-blocking socket read: it ends soon.
+        std::this_thread::yield();
+    }
+}
+
 std::size_t Registry::receiving(std::uint64_t id) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     const Link* link = receiver_locked(id);
@@ -165,6 +206,9 @@ void Registry::landed_locked(Link& link, const Piece& piece, const void* data,
     if (notice.bytes > link.capacity || piece.offset > notice.bytes ||
         bytes > notice.bytes - piece.offset) {
         return; // the piece is malformed: the round never completes
+    }
+    if (link.buffer == nullptr && notice.bytes > 0) {
+        return; // detached: the window is closing
     }
     if (data != nullptr && bytes > 0) {
         std::memcpy(link.buffer + piece.offset, data, bytes);
@@ -256,6 +300,9 @@ std::optional<Notice> Registry::handle(const Notice& notice, const void* data,
         break;
     case NoticeKind::sender_closed:
         if (link != nullptr && link->role == Link::Role::receiver && notice.rail < max_rails) {
+            // A sender that closed had connected (its sender_connected notice may take another
+            // way, e.g. UCX where this one took a TCP lane, and come later).
+            link->connected->store(true, std::memory_order_release);
             // Closed once every rail that carried pieces has said so behind its last puts.
             link->closed_rails |= 1U << notice.rail;
             const std::uint32_t all = notice.rails | 1U;

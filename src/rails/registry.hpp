@@ -67,6 +67,16 @@ public:
     /// Message path: receives into the buffer of window `id` still in progress (the window must
     /// not free its buffer while there are any).
     std::size_t receiving(std::uint64_t id) noexcept;
+    /// Message path, a transport that receives a piece in several steps (the ucx provider's TCP
+    /// lanes): where the next bytes of `piece` go, at `offset` from the piece's start, or null if
+    /// the window is gone or has been detached (then the transport drops the rest and reports
+    /// received(..., false)). A non-null answer must be followed by end_copy() once the bytes are
+    /// written; detach() waits for that.
+    std::byte* begin_copy(const Piece& piece, std::size_t offset) noexcept;
+    void end_copy(const Piece& piece) noexcept;
+    /// Receive window `id` is closing: from now on nothing is written into its buffer (pieces
+    /// that arrive are dropped). Returns once no begin_copy() of it is in progress.
+    void detach(std::uint64_t id) noexcept;
     /// Message path: receive window `id` has begun `round` (init()): its pieces may land in the
     /// buffer from now on, and those that came ahead of it are copied there now. Pieces of later
     /// rounds wait here (protocol.hpp: rounds ahead of the credit).
@@ -103,6 +113,7 @@ private:
         std::uint64_t landed_round = 0; ///< receiver: the round whose pieces are landing
         std::uint64_t landed_bytes = 0; ///< and how many of its bytes have landed
         std::size_t receiving = 0;      ///< receiver: receives into `buffer` in progress
+        std::size_t copying = 0;        ///< receiver: begin_copy() without end_copy()
         bool close_pending = false;     ///< receiver: the sender closed, `receiving` > 0
         std::uint64_t granted = 0;      ///< receiver: the round it has begun (grant())
         /// receiver: messages of rounds after `granted` (eager, up to ahead_bytes each round),

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <thread>
 #include <unistd.h>
 
 namespace pmr::detail::ucx {
@@ -166,12 +168,16 @@ std::shared_ptr<LaneSend> Lane::enqueue_locked(const LaneFrame& frame, const voi
         raise<PeerLost>("the TCP lane to " + peer_text_ + " failed: " + errno_text(error_), where,
                         "The peer process died or the network between the hosts failed.");
     }
+    // Everything that can throw comes before the first byte goes out.
     Queued q;
     q.frame = frame;
     q.data = static_cast<const std::byte*>(data);
     q.bytes = bytes;
+    q.send = std::make_shared<LaneSend>();
+    q.send->lane = this;
+    std::shared_ptr<LaneSend> send = q.send;
     const bool was_empty = queue_.empty();
-    queue_.push_back(q);
+    queue_.push_back(std::move(q));
     if (was_empty) {
         sending_->fetch_add(1, std::memory_order_relaxed);
         queued_.store(1, std::memory_order_relaxed);
@@ -180,17 +186,10 @@ std::shared_ptr<LaneSend> Lane::enqueue_locked(const LaneFrame& frame, const voi
                             where,
                             "The peer process died or the network between the hosts failed.");
         }
-        if (queue_.empty()) {
-            return nullptr; // all in the kernel
-        }
     }
-    Queued& last = queue_.back();
-    if (bytes != 0) {
-        last.send = std::make_shared<LaneSend>();
-        last.send->lane = this;
-        return last.send;
-    }
-    return nullptr;
+    // Done once its last byte is in the kernel, a frame without data too (a notice queued behind
+    // others must not count as sent before it is).
+    return send->state.load(std::memory_order_relaxed) == LaneSend::done ? nullptr : send;
 }
 
 bool Lane::flush() noexcept {
@@ -458,6 +457,15 @@ std::shared_ptr<Lane> TcpLanes::open(std::size_t rail, const LanePeer& peer,
     return lane;
 }
 
+void TcpLanes::drain(double seconds) noexcept {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (sending() && std::chrono::steady_clock::now() < end) {
+        if (!progress()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    }
+}
+
 bool TcpLanes::progress() noexcept {
     bool moved = false;
     if (sending_lanes_.load(std::memory_order_relaxed) != 0) {
@@ -481,8 +489,7 @@ bool TcpLanes::progress() noexcept {
     const int ready = ::epoll_wait(epoll_, events, batch, 0);
     for (int i = 0; i < ready; ++i) {
         if (events[i].data.ptr == nullptr) {
-            accept_all();
-            moved = true;
+            moved = accept_all() || moved;
             continue;
         }
         auto* in = static_cast<Incoming*>(events[i].data.ptr);
@@ -494,20 +501,22 @@ bool TcpLanes::progress() noexcept {
     return moved;
 }
 
-void TcpLanes::accept_all() noexcept {
+bool TcpLanes::accept_all() noexcept {
+    bool accepted = false;
     for (;;) {
         const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) {
                 continue;
             }
-            return; // EAGAIN, or out of descriptors: the peer's data waits in the listen queue
+            return accepted; // EAGAIN, or out of descriptors: the peer's data waits in the queue
         }
+        accepted = true;
         try {
             incoming_.emplace_back();
         } catch (const std::bad_alloc&) {
             ::close(fd);
-            return;
+            return accepted;
         }
         Incoming& in = incoming_.back();
         in.fd = fd;
@@ -517,6 +526,7 @@ void TcpLanes::accept_all() noexcept {
         if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {
             ::close(fd);
             incoming_.pop_back();
+            continue;
         }
     }
 }
@@ -531,12 +541,29 @@ bool TcpLanes::read(Incoming& in, bool& moved) noexcept {
                        sizeof(LaneFrame) - in.header_bytes, MSG_DONTWAIT);
             break;
         case Incoming::Data::direct:
-            n = ::recv(in.fd, in.into + in.data_read, left, MSG_DONTWAIT);
+            // The window may be closing (Registry::detach): then the rest is dropped.
+            if (std::byte* into = registry_.begin_copy(in.frame.piece, in.data_read)) {
+                n = ::recv(in.fd, into, left, MSG_DONTWAIT);
+                const int error = errno;
+                registry_.end_copy(in.frame.piece);
+                errno = error;
+            } else {
+                registry_.received(in.frame.piece, in.data_read, false);
+                in.data = Incoming::Data::dropped;
+                continue;
+            }
             break;
         case Incoming::Data::held:
             n = ::recv(in.fd, in.held.data() + in.data_read, left, MSG_DONTWAIT);
             break;
         case Incoming::Data::dropped:
+            if (scratch_.empty()) {
+                try {
+                    scratch_.resize(scratch_bytes);
+                } catch (const std::bad_alloc&) {
+                    return false;
+                }
+            }
             n = ::recv(in.fd, scratch_.data(), std::min(left, scratch_.size()), MSG_DONTWAIT);
             break;
         }
@@ -600,13 +627,6 @@ bool TcpLanes::read(Incoming& in, bool& moved) noexcept {
         } else {
             in.into = registry_.destination(frame.piece, frame.bytes);
             in.data = in.into != nullptr ? Incoming::Data::direct : Incoming::Data::dropped;
-            if (in.into == nullptr && scratch_.empty()) {
-                try {
-                    scratch_.resize(scratch_bytes);
-                } catch (const std::bad_alloc&) {
-                    return false;
-                }
-            }
         }
         if (in.data_bytes == 0) {
             deliver(in);

@@ -83,7 +83,7 @@ public:
     ~Lane();
 
     /// Sends `piece` with its `bytes` of `data`, as much as the socket takes now. Returns null if
-    /// everything went, else the pending send (`data` must stay valid until it is done).
+    /// the whole frame went, else the pending send (`data` must stay valid until it is done).
     /// @throws PeerLost if the lane has failed.
     std::shared_ptr<LaneSend> send(const rails::Piece& piece, const void* data, std::size_t bytes,
                                    const std::string& where);
@@ -165,6 +165,9 @@ public:
     bool lost(std::uint64_t token) const noexcept;
     /// Frames with data or notices read from lanes so far (for tests).
     std::uint64_t frames() const noexcept { return frames_.load(std::memory_order_relaxed); }
+    /// Writes what is queued for up to `seconds` (at exit: the last frames, e.g. a window's
+    /// sender_closed, must not die with the process's UCX state).
+    void drain(double seconds) noexcept;
     /// Whether a lane has data queued.
     bool sending() const noexcept { return sending_lanes_.load(std::memory_order_relaxed) != 0; }
 
@@ -185,7 +188,8 @@ private:
     };
     /// The frame's data is all here: hand it to the registry.
     void deliver(Incoming& in) noexcept;
-    void accept_all() noexcept;
+    /// True if a lane was accepted.
+    bool accept_all() noexcept;
     /// Reads what `in` has; false once it has ended (then closed and forgotten).
     bool read(Incoming& in, bool& moved) noexcept;
     void close_incoming(Incoming& in) noexcept;

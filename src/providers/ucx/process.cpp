@@ -7,6 +7,7 @@
 #include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -209,6 +210,10 @@ UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
 
 UcxProcess::~UcxProcess() {
     stop_standby();
+    if (lanes_ != nullptr) {
+        // A window's last frames (its close) may still wait for room in a socket.
+        lanes_->drain(std::min(teardown_grace_seconds(), 3.0));
+    }
     // At exit the peers are usually closing too, and each close makes progress for the other. All
     // at once: a close may wait for the peer to progress its rail, and peers close in any order.
     constexpr double exit_grace_seconds = 3.0;

@@ -179,8 +179,13 @@ public:
     /// Reads and writes the TCP lanes where a window that may use them exists or data waits to
     /// be written; true if anything moved.
     bool progress_lanes() noexcept {
-        if (lanes_ == nullptr ||
-            (large_windows_.load(std::memory_order_relaxed) == 0 && !lanes_->sending())) {
+        if (lanes_ == nullptr) {
+            return false;
+        }
+        if (large_windows_.load(std::memory_order_relaxed) == 0 && !lanes_->sending() &&
+            (lane_looks_.fetch_add(1, std::memory_order_relaxed) & 63U) != 0) {
+            // No window here takes lanes, but frames may still come (rounds sent ahead of a
+            // window closed since, new lanes to accept): a look every 64th progress.
             return false;
         }
         return lanes_->progress();
@@ -239,6 +244,7 @@ private:
     std::unique_ptr<TcpLanes> lanes_; ///< reads into registry_'s windows: declared after it
     /// Windows from standby_bytes on (watch()): receive windows among them may get lane data.
     std::atomic<std::size_t> large_windows_{0};
+    std::atomic<std::uint32_t> lane_looks_{0};
 
     mutable std::mutex mutex_; // chunks_
     std::vector<Chunk> chunks_;
