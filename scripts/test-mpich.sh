@@ -4,6 +4,7 @@
 #   scripts/test-mpich.sh [build-dir] [ctest arguments...]
 #   scripts/test-mpich.sh                      # build-mpich, the whole suite
 #   scripts/test-mpich.sh build-mpich -L core  # only the multi-rank core tests
+# PMR_CMAKE_ARGS adds CMake arguments, e.g. "-DPMR_TEST_MAX_RANKS=4 -DPMR_BUILD_EXAMPLES=OFF".
 # Installs libmpich-dev (apt-get, as root or via sudo) if it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ if command -v mpif90.mpich > /dev/null; then
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPMR_WARNINGS_AS_ERRORS=ON \
   -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich "${fortran[@]}" \
-  -DMPIEXEC_EXECUTABLE="$(command -v mpiexec.mpich)"
+  -DMPIEXEC_EXECUTABLE="$(command -v mpiexec.mpich)" ${PMR_CMAKE_ARGS:-} # one word per argument
 grep -q "PMR_MPI_IMPLEMENTATION:INTERNAL=MPICH" "$build/CMakeCache.txt" || {
   echo "test-mpich: the build in $build did not pick MPICH" >&2
   exit 1

@@ -2,8 +2,7 @@
 // Unit tests of pmr-bench's arithmetic: the throughput fit against synthetic data with known B and
 // t0, the closed formulas of 002 against its Table 1 with the parameters of its Tables 2, 6 and 7,
 // the statistics, the size syntax and the verification pattern. No MPI needed.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+#include <catch2/catch.hpp> // main() is in catch_main.cpp
 
 #include "allreduce_model.hpp"
 #include "fit.hpp"
