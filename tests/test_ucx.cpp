@@ -11,11 +11,14 @@
 #include "providers/ucx/process.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace pmr_test;
@@ -312,6 +315,66 @@ TEST_CASE("large rounds take the TCP lanes; small rounds and the close follow th
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("clients of the TCP lanes' listener that never introduce themselves are turned away",
+          "[ucx][lanes]") {
+    // The listener takes connections from any address: a client that connects and says nothing
+    // may hold a descriptor only for a while, and never more than max_strangers of them at once
+    // (the oldest are closed first). Each rank checks its own listener.
+    using pmr::detail::ucx::TcpLanes;
+    auto process = pmr::detail::ucx::UcxProcess::instance("test");
+    TcpLanes* lanes = process->lanes();
+    if (lanes == nullptr || !lanes->listening()) {
+        WARN("this process has no TCP lanes (PMR_UCX_LANES=off, or no listener): nothing to check");
+        return;
+    }
+    const std::size_t before = lanes->strangers();
+    const std::size_t extra = 10;
+    std::vector<int> clients;
+    for (std::size_t i = 0; i < TcpLanes::max_strangers + extra; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        REQUIRE(fd >= 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = htons(lanes->port());
+        REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+        clients.push_back(fd);
+    }
+    // A client the listener closed reads the end of its stream.
+    auto closed = [](int fd) {
+        char byte = 0;
+        return ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
+    };
+    std::size_t most = 0;
+    std::vector<bool> turned_away(clients.size(), false);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::size_t count = 0;
+    while (count < extra && std::chrono::steady_clock::now() < deadline) {
+        (void)lanes->progress();
+        most = std::max(most, lanes->strangers());
+        count = 0;
+        for (std::size_t i = 0; i < clients.size(); ++i) {
+            turned_away[i] = turned_away[i] || closed(clients[i]);
+            count += turned_away[i] ? 1 : 0;
+        }
+    }
+    CHECK(most <= TcpLanes::max_strangers);
+    CHECK(count == extra);
+    // The oldest went first.
+    for (std::size_t i = 0; i < extra; ++i) {
+        CHECK(turned_away[i]);
+    }
+    for (const int fd : clients) {
+        ::close(fd);
+    }
+    // Clients that hang up are forgotten as well.
+    const auto again = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (lanes->strangers() > before && std::chrono::steady_clock::now() < again) {
+        (void)lanes->progress();
+    }
+    CHECK(lanes->strangers() == before);
 }
 
 TEST_CASE("an endpoint over TCP emulates RMA, over shared memory it does not", "[ucx][path]") {

@@ -498,12 +498,38 @@ bool TcpLanes::progress() noexcept {
             incoming_.remove_if([in](const Incoming& x) { return &x == in; });
         }
     }
+    // After the events: they point at the Incoming records this may remove.
+    const std::size_t strangers = strangers_.load(std::memory_order_relaxed);
+    if (strangers > max_strangers ||
+        (strangers > 0 &&
+         std::chrono::steady_clock::now() - strangers_checked_ >= std::chrono::seconds(1))) {
+        turn_away_strangers();
+    }
     return moved;
+}
+
+void TcpLanes::turn_away_strangers() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    strangers_checked_ = now;
+    // incoming_ is in the order of acceptance: the oldest strangers go first.
+    for (auto it = incoming_.begin(); it != incoming_.end();) {
+        if (it->peer_token == 0 && (now - it->accepted >= std::chrono::seconds(stranger_seconds) ||
+                                    strangers_.load(std::memory_order_relaxed) > max_strangers)) {
+            debug_log("ucx: a connection to the TCP lanes' listener did not introduce itself: "
+                      "closed");
+            close_incoming(*it);
+            it = incoming_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 bool TcpLanes::accept_all() noexcept {
     bool accepted = false;
-    for (;;) {
+    // A bounded batch (the rest waits in the listen queue for the next progress): then
+    // progress() turns away the oldest strangers beyond max_strangers.
+    for (std::size_t batch = 0; batch < max_strangers; ++batch) {
         const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) {
@@ -520,6 +546,7 @@ bool TcpLanes::accept_all() noexcept {
         }
         Incoming& in = incoming_.back();
         in.fd = fd;
+        in.accepted = std::chrono::steady_clock::now();
         epoll_event event{};
         event.events = EPOLLIN;
         event.data.ptr = &in;
@@ -528,7 +555,9 @@ bool TcpLanes::accept_all() noexcept {
             incoming_.pop_back();
             continue;
         }
+        strangers_.fetch_add(1, std::memory_order_relaxed);
     }
+    return accepted;
 }
 
 bool TcpLanes::read(Incoming& in, bool& moved) noexcept {
@@ -603,6 +632,7 @@ bool TcpLanes::read(Incoming& in, bool& moved) noexcept {
                 return false;
             }
             in.peer_token = frame.piece.notice.from;
+            strangers_.fetch_sub(1, std::memory_order_relaxed);
             continue;
         }
         const bool early = (frame.piece.notice.flags & rails::early_flag) != 0;
@@ -667,6 +697,8 @@ void TcpLanes::close_incoming(Incoming& in) noexcept {
     ::close(in.fd);
     if (in.peer_token != 0) {
         mark_lost(in.peer_token);
+    } else {
+        strangers_.fetch_sub(1, std::memory_order_relaxed);
     }
 }
 

@@ -36,6 +36,7 @@
 #include "rails/registry.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -165,6 +166,16 @@ public:
     bool lost(std::uint64_t token) const noexcept;
     /// Frames with data or notices read from lanes so far (for tests).
     std::uint64_t frames() const noexcept { return frames_.load(std::memory_order_relaxed); }
+    /// The listener's port (for tests).
+    std::uint16_t port() const noexcept { return port_; }
+    /// Accepted connections that have not introduced themselves yet (for tests).
+    std::size_t strangers() const noexcept { return strangers_.load(std::memory_order_relaxed); }
+    /// At most this many accepted connections wait for their introduction at a time (the
+    /// oldest is closed to make room), each for at most stranger_seconds: the listener takes
+    /// connections from any address, and a client that connects and says nothing must not keep
+    /// descriptors forever. pmr's own lanes introduce themselves in their first bytes.
+    static constexpr std::size_t max_strangers = 64;
+    static constexpr int stranger_seconds = 60;
     /// Writes what is queued for up to `seconds` (at exit: the last frames, e.g. a window's
     /// sender_closed, must not die with the process's UCX state).
     void drain(double seconds) noexcept;
@@ -176,6 +187,7 @@ private:
     struct Incoming {
         int fd = -1;
         std::uint64_t peer_token = 0; ///< 0 until introduced
+        std::chrono::steady_clock::time_point accepted;
         LaneFrame frame;
         std::size_t header_bytes = 0; ///< of frame, read so far
         /// Where the data of the current frame goes: straight into a window, into `held` (a
@@ -188,11 +200,14 @@ private:
     };
     /// The frame's data is all here: hand it to the registry.
     void deliver(Incoming& in) noexcept;
-    /// True if a lane was accepted.
+    /// Accepts up to max_strangers waiting connections; true if it accepted one.
     bool accept_all() noexcept;
     /// Reads what `in` has; false once it has ended (then closed and forgotten).
     bool read(Incoming& in, bool& moved) noexcept;
+    /// Closes and forgets `in`.
     void close_incoming(Incoming& in) noexcept;
+    /// Closes connections that stayed strangers too long, and the oldest beyond max_strangers.
+    void turn_away_strangers() noexcept;
     void mark_lost(std::uint64_t token) noexcept;
 
     rails::Registry& registry_;
@@ -211,6 +226,8 @@ private:
     std::list<Incoming> incoming_;
     std::vector<std::byte> scratch_; ///< where dropped data goes
     std::atomic<std::uint64_t> frames_{0};
+    std::atomic<std::size_t> strangers_{0}; ///< in incoming_, not introduced yet
+    std::chrono::steady_clock::time_point strangers_checked_;
 
     mutable std::mutex lost_mutex_;
     std::set<std::uint64_t> lost_;
