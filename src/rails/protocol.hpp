@@ -139,7 +139,7 @@ struct Piece {
 
 /// Rounds a sender on the message path may run ahead of its credit (protocol above). 15 rather
 /// than 7 halves the credit messages (one per 8 rounds): over TCP, 8 B and 4 KiB rounds gained
-/// 4-9% on loopback and across network namespaces (README, UCX data paths). What a receive
+/// 4-9% on loopback and across network namespaces (docs/ucx-tcp-measurements.md). What a receive
 /// window keeps aside is bounded by (ahead_rounds + 1) x ahead_bytes = 1 MiB.
 inline constexpr std::uint64_t ahead_rounds = 15;
 /// Receive windows up to this size take every round ahead of the credit on the message path

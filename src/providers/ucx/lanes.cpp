@@ -498,37 +498,57 @@ bool TcpLanes::progress() noexcept {
             incoming_.remove_if([in](const Incoming& x) { return &x == in; });
         }
     }
-    // After the events: they point at the Incoming records this may remove.
+    // After the events: they point at the Incoming records this may remove. Checked every
+    // second, every 100 ms beyond max_strangers, every time beyond hard_strangers.
     const std::size_t strangers = strangers_.load(std::memory_order_relaxed);
-    if (strangers > max_strangers ||
-        (strangers > 0 &&
-         std::chrono::steady_clock::now() - strangers_checked_ >= std::chrono::seconds(1))) {
-        turn_away_strangers();
+    if (strangers > 0) {
+        const auto since = std::chrono::steady_clock::now() - strangers_checked_;
+        if (strangers > hard_strangers ||
+            (strangers > max_strangers && since >= std::chrono::milliseconds(100)) ||
+            since >= std::chrono::seconds(1)) {
+            moved = turn_away_strangers() || moved;
+        }
     }
     return moved;
 }
 
-void TcpLanes::turn_away_strangers() noexcept {
+bool TcpLanes::turn_away_strangers() noexcept {
+    bool moved = false;
     const auto now = std::chrono::steady_clock::now();
     strangers_checked_ = now;
     // incoming_ is in the order of acceptance: the oldest strangers go first.
     for (auto it = incoming_.begin(); it != incoming_.end();) {
-        if (it->peer_token == 0 && (now - it->accepted >= std::chrono::seconds(stranger_seconds) ||
-                                    strangers_.load(std::memory_order_relaxed) > max_strangers)) {
-            debug_log("ucx: a connection to the TCP lanes' listener did not introduce itself: "
-                      "closed");
+        if (it->peer_token != 0) {
+            ++it;
+            continue;
+        }
+        // A lane whose introduction waits in its socket (more sockets were ready than one
+        // progress handles) is no stranger.
+        bool close = !read(*it, moved);
+        if (!close && it->peer_token == 0) {
+            const auto silent = now - it->accepted;
+            const std::size_t count = strangers_.load(std::memory_order_relaxed);
+            close = silent >= std::chrono::seconds(stranger_seconds) || count > hard_strangers ||
+                    (count > max_strangers && silent >= std::chrono::seconds(1));
+            if (close) {
+                debug_log("ucx: a connection to the TCP lanes' listener did not introduce "
+                          "itself: closed");
+            }
+        }
+        if (close) {
             close_incoming(*it);
             it = incoming_.erase(it);
         } else {
             ++it;
         }
     }
+    return moved;
 }
 
 bool TcpLanes::accept_all() noexcept {
     bool accepted = false;
-    // A bounded batch (the rest waits in the listen queue for the next progress): then
-    // progress() turns away the oldest strangers beyond max_strangers.
+    // A bounded batch (the rest waits in the listen queue for the next progress), so that
+    // progress() can turn strangers away in between.
     for (std::size_t batch = 0; batch < max_strangers; ++batch) {
         const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {

@@ -170,11 +170,14 @@ public:
     std::uint16_t port() const noexcept { return port_; }
     /// Accepted connections that have not introduced themselves yet (for tests).
     std::size_t strangers() const noexcept { return strangers_.load(std::memory_order_relaxed); }
-    /// At most this many accepted connections wait for their introduction at a time (the
-    /// oldest is closed to make room), each for at most stranger_seconds: the listener takes
-    /// connections from any address, and a client that connects and says nothing must not keep
-    /// descriptors forever. pmr's own lanes introduce themselves in their first bytes.
+    /// The listener takes connections from any address, and a client that connects and says
+    /// nothing must not keep descriptors forever; pmr's own lanes introduce themselves in their
+    /// first bytes. So a connection that has not (its socket is read once more first) is closed
+    /// after stranger_seconds; beyond max_strangers such connections, the oldest that have been
+    /// silent for a second; beyond hard_strangers, the oldest at once. (While the process
+    /// progresses its lanes: from every wait where a window uses them, else every 64th.)
     static constexpr std::size_t max_strangers = 64;
+    static constexpr std::size_t hard_strangers = 256;
     static constexpr int stranger_seconds = 60;
     /// Writes what is queued for up to `seconds` (at exit: the last frames, e.g. a window's
     /// sender_closed, must not die with the process's UCX state).
@@ -206,8 +209,9 @@ private:
     bool read(Incoming& in, bool& moved) noexcept;
     /// Closes and forgets `in`.
     void close_incoming(Incoming& in) noexcept;
-    /// Closes connections that stayed strangers too long, and the oldest beyond max_strangers.
-    void turn_away_strangers() noexcept;
+    /// Closes connections that stayed strangers too long, and the oldest beyond the limits;
+    /// true if it read data.
+    bool turn_away_strangers() noexcept;
     void mark_lost(std::uint64_t token) noexcept;
 
     rails::Registry& registry_;

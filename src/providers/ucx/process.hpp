@@ -62,7 +62,7 @@ struct UcxSettings {
     /// rendezvous adds two round trips before its data, chunks keep the socket busy from the first
     /// byte), and from oversubscribed_rendezvous_bytes on where ranks outnumber CPUs (there the
     /// CPU time is what counts, and chunks cost each a socket read and a copy more: 0.5-0.7x a
-    /// rendezvous's speed at 4 ranks on 2 cores from 1 MiB). README, UCX data paths.
+    /// rendezvous's speed at 4 ranks on 2 cores from 1 MiB). docs/ucx-tcp-measurements.md.
     std::optional<std::size_t> rendezvous_bytes;
     static constexpr std::size_t oversubscribed_rendezvous_bytes = std::size_t{512} * 1024;
     /// UCX over TCP delivers an active message of up to its receive segment (UCX_TCP_RX_SEG_SIZE,
