@@ -119,7 +119,6 @@ struct PostOffice {
     /// the next set-up call that looks for a message raises it.
     std::exception_ptr unreported;
     std::vector<Outgoing> outgoing;
-    std::atomic<std::size_t> in_flight{0}; ///< outgoing.size(), readable without the mutex
     std::atomic<std::thread::id> setup_thread{};
     std::uint64_t next_generation = 1;
     std::map<int, PeerRecord> peers; ///< by rank in MPI_COMM_WORLD, from handshakes and node maps
@@ -149,7 +148,7 @@ struct PostOffice {
             check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
             it = done != 0 ? outgoing.erase(it) : std::next(it);
         }
-        in_flight.store(outgoing.size(), std::memory_order_relaxed);
+        sends_in_flight.store(outgoing.size(), std::memory_order_relaxed);
     }
 
     // Moves every message that has arrived from `peer` with `tag` (MPI_ANY_TAG only on pmr's own
@@ -551,10 +550,11 @@ void SetupLink::withdraw(Kind own, std::uint32_t index,
     }
 }
 
-void progress_sends() noexcept {
+std::atomic<std::size_t> sends_in_flight{0};
+
+void progress_sends_in_flight() noexcept {
     auto& office = post_office();
-    if (office.in_flight.load(std::memory_order_relaxed) == 0 ||
-        office.setup_thread.load(std::memory_order_relaxed) != std::this_thread::get_id() ||
+    if (office.setup_thread.load(std::memory_order_relaxed) != std::this_thread::get_id() ||
         !mpi_active()) {
         return;
     }

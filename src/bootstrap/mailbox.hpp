@@ -18,6 +18,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -138,6 +140,12 @@ private:
     std::uint32_t ordinal_;
 };
 
+/// Set-up messages sent and not yet known to be complete (the post office's count, readable
+/// without its lock).
+extern std::atomic<std::size_t> sends_in_flight;
+/// progress_sends() once some are in flight.
+void progress_sends_in_flight() noexcept;
+
 /// Lets MPI progress this process's set-up messages that are still in flight; free when there are
 /// none. The waits of the data path call it on their slow path (every few milliseconds of waiting):
 /// a peer may be waiting for such a message (its window's first init) while this process waits
@@ -145,7 +153,12 @@ private:
 /// (e.g. a TCP connection opened lazily). It calls MPI only on the thread that last made set-up
 /// calls, and only while its set-up messages are in flight; other threads never call MPI from the
 /// data path. Never throws; errors surface in the set-up calls.
-void progress_sends() noexcept;
+inline void progress_sends() noexcept {
+    // Inline: every completion of the data path passes here, nearly always with nothing in flight.
+    if (sends_in_flight.load(std::memory_order_relaxed) != 0) {
+        progress_sends_in_flight();
+    }
+}
 
 /// Calls `hook` at the start of MPI_Finalize (through an attribute of MPI_COMM_SELF, whose delete
 /// callbacks MPI runs first), once, however often this is called. The core ends every live window

@@ -24,7 +24,6 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
-#include <thread>
 
 namespace pmr {
 
@@ -206,8 +205,15 @@ struct NeighborCore::State {
     std::vector<std::size_t> link_of; // neighbour index -> link, or npos
     std::vector<NeighborPost> posts;
     std::vector<Waitable> waitables;
-    std::vector<unsigned char> finished; // per waitable, in the running round (test())
+    // The windows with bytes, flat, for the loops of a round (the module's own cost per round
+    // is those loops: they call the windows' cores directly, as hand-written code calls them).
+    std::vector<WindowCore<Side::recv>*> receivers;
+    std::vector<WindowCore<Side::send>*> senders;
+    // Per waitable, the round in which it last completed: a round starts without resetting them.
+    std::vector<std::uint64_t> finished;
+    std::uint64_t round_number = 0;
     std::size_t unfinished = 0;
+    std::vector<Waitable> pending; // wait(): the windows its first pass left unfinished
     std::size_t rails = 1;
     std::size_t steps = 0;
     bool running = false;
@@ -262,14 +268,30 @@ struct NeighborCore::State {
     // moves a connection's traffic (UCX over TCP), two ranks would each poll only the window that
     // waits for the other's unpolled one.
     bool poll_unfinished() {
-        for (std::size_t i = 0; i < waitables.size(); ++i) {
-            if (finished[i] == 0) {
-                const Waitable& w = waitables[i];
-                finished[i] = (w.send != nullptr ? w.send->test() : w.recv->test()) ? 1 : 0;
-                unfinished -= finished[i];
+        // Locals, not members, in the loop: the compiler cannot keep members in registers across
+        // the calls.
+        const Waitable* const windows = waitables.data();
+        std::uint64_t* const done = finished.data();
+        const std::size_t count = waitables.size();
+        const std::uint64_t current = round_number;
+        std::size_t left = unfinished;
+        for (std::size_t i = 0; i < count; ++i) {
+            if (done[i] != current) {
+                const Waitable& w = windows[i];
+                if (w.send != nullptr ? w.send->test() : w.recv->test()) {
+                    done[i] = current;
+                    --left;
+                }
             }
         }
-        return unfinished == 0;
+        unfinished = left;
+        return left == 0;
+    }
+
+    /// Starts the bookkeeping of a round: every window unfinished.
+    void begin_round() noexcept {
+        ++round_number;
+        unfinished = waitables.size();
     }
 };
 
@@ -291,7 +313,8 @@ void NeighborCore::State::prime() {
         }
     }
     wait_all(waitables.data(), waitables.size());
-    finished.assign(waitables.size(), 0);
+    finished.assign(waitables.size(), round_number);
+    pending.reserve(waitables.size());
 }
 
 // Library-owned buffers: every message lives in its window's own memory (the fastest path of
@@ -452,12 +475,16 @@ void NeighborCore::State::make_windows() {
         }
     }
     waitables.clear();
+    receivers.clear();
+    senders.clear();
     for (NeighborLink& link : links) {
         if (link.send.bytes() > 0) {
             waitables.push_back(waitable(link.send));
+            senders.push_back(&link.send.core());
         }
         if (link.recv.bytes() > 0) {
             waitables.push_back(waitable(link.recv));
+            receivers.push_back(&link.recv.core());
         }
     }
 }
@@ -558,13 +585,11 @@ void NeighborCore::State::use(NeighborAlgorithm mode) {
 
 /// One whole round (start and wait) with the current posts.
 void NeighborCore::State::round() {
-    for (NeighborLink& link : links) {
-        if (link.recv.bytes() > 0) {
-            link.recv.init();
-        }
-        if (link.send.bytes() > 0) {
-            link.send.init();
-        }
+    for (WindowCore<Side::recv>* window : receivers) {
+        window->init();
+    }
+    for (WindowCore<Side::send>* window : senders) {
+        window->init();
     }
     for (NeighborPost& p : posts) {
         if (p.ranges.empty()) {
@@ -573,10 +598,8 @@ void NeighborCore::State::round() {
             p.window->post(p.ranges.data(), p.ranges.size());
         }
     }
-    for (NeighborLink& link : links) {
-        if (link.recv.bytes() > 0) {
-            link.recv.post();
-        }
+    for (WindowCore<Side::recv>* window : receivers) {
+        window->post(window->bytes());
     }
 }
 
@@ -734,8 +757,7 @@ void NeighborCore::start() {
                          "returns true first");
     }
     s.round();
-    std::fill(s.finished.begin(), s.finished.end(), 0);
-    s.unfinished = s.waitables.size();
+    s.begin_round();
     s.running = true;
 }
 
@@ -745,15 +767,32 @@ void NeighborCore::wait() {
                          "start() first");
     }
     State& s = *state_;
+    // Every window is polled once, as hand-written code would wait on each (a window whose round
+    // is complete costs its poll and no more), and the unfinished ones are waited for together,
+    // so that waiting on one never holds up a peer that needs another polled (see test()).
+    s.pending.clear();
     if (s.unfinished == s.waitables.size()) {
-        wait_all(s.waitables.data(), s.waitables.size());
-    } else {
-        // A test() completed some windows already; waiting on the others one by one could hold
-        // up a peer that waits for one of the later ones (see test()).
-        while (!s.poll_unfinished()) {
-            std::this_thread::yield();
+        for (WindowCore<Side::send>* window : s.senders) {
+            if (!window->test()) {
+                s.pending.push_back(Waitable{window, nullptr});
+            }
+        }
+        for (WindowCore<Side::recv>* window : s.receivers) {
+            if (!window->test()) {
+                s.pending.push_back(Waitable{nullptr, window});
+            }
+        }
+    } else if (!s.poll_unfinished()) { // a test() completed some already
+        for (std::size_t i = 0; i < s.waitables.size(); ++i) {
+            if (s.finished[i] != s.round_number) {
+                s.pending.push_back(s.waitables[i]);
+            }
         }
     }
+    if (!s.pending.empty()) {
+        wait_all(s.pending.data(), s.pending.size());
+    }
+    s.unfinished = 0;
     s.running = false;
 }
 
