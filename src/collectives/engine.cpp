@@ -134,15 +134,14 @@ void Engine::start() {
         raise<UsageError>("start() while the previous run is in flight", what_,
                           "Complete each run with wait() (or test() returning true) first.");
     }
+    ++run_;
     for (StepWindows& w : windows_) {
         for (std::size_t i = 0; i < w.recvs.size(); ++i) {
-            if (w.granted[i] == 0) {
+            if (w.granted[i] != run_) {
                 w.recvs[i].init();
                 w.recvs[i].post();
             }
-            w.granted[i] = 0;
         }
-        std::fill(w.received.begin(), w.received.end(), 0);
     }
     active_ = true;
     step_ = 0;
@@ -177,11 +176,16 @@ void Engine::begin_step(std::size_t index) {
 void Engine::end_step(std::size_t index) {
     const Step& step = steps_[index];
     StepWindows& w = windows_[index];
-    received_.clear();
+    const bool finish = step.finish && finish_;
+    if (finish) {
+        received_.clear();
+    }
     for (std::size_t i = 0; i < step.recvs.size(); ++i) {
         const Recv& recv = step.recvs[i];
         const std::byte* data = w.recvs[i].data();
-        received_.push_back(data);
+        if (finish) {
+            received_.push_back(data);
+        }
         if (recv.in_place) {
             continue; // landed in place (nothing at all in the set-up run)
         }
@@ -198,7 +202,7 @@ void Engine::end_step(std::size_t index) {
             break;
         }
     }
-    if (step.finish && finish_) {
+    if (finish) {
         finish_(received_);
     }
 }
@@ -214,7 +218,7 @@ void Engine::grant_next_run(std::size_t index) {
         if (!step.recvs[i].in_place) {
             w.recvs[i].init();
             w.recvs[i].post();
-            w.granted[i] = 1;
+            w.granted[i] = run_ + 1;
         }
     }
 }
@@ -242,10 +246,14 @@ bool Engine::test() {
     while (step_ < steps_.size()) {
         StepWindows& w = windows_[step_];
         bool complete = true;
-        for (std::size_t i = 0; i < w.recvs.size(); ++i) {
-            if (w.received[i] == 0) {
-                if (w.recvs[i].test()) {
-                    w.received[i] = 1;
+        const std::size_t recvs = w.recvs.size();
+        const std::uint64_t run = run_;
+        std::uint64_t* const received = w.received.data();
+        RecvWindow<std::byte>* const windows = w.recvs.data();
+        for (std::size_t i = 0; i < recvs; ++i) {
+            if (received[i] != run) {
+                if (windows[i].test()) {
+                    received[i] = run;
                 } else {
                     complete = false;
                 }

@@ -20,6 +20,7 @@
 #include <pmr/window.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -129,9 +130,10 @@ private:
         std::vector<SendWindow<std::byte>> sends;
         std::vector<std::size_t> rails; ///< per send: its rail, or no_rail for a plain post
         std::vector<RecvWindow<std::byte>> recvs;
-        std::vector<char> received;
-        /// Per receive: granted (init and post) at the end of the last run, for the next.
-        std::vector<char> granted;
+        /// Per receive: the run in which it arrived (runs count from 1; nothing to reset).
+        std::vector<std::uint64_t> received;
+        /// Per receive: the run it was granted for (init and post) at the end of the one before.
+        std::vector<std::uint64_t> granted;
     };
 
     std::vector<Step> steps_;
@@ -146,6 +148,7 @@ private:
     std::byte* work_ = nullptr;
     std::byte* bound_ = nullptr; ///< the buffer in-place windows lie over
     std::size_t step_ = 0;
+    std::uint64_t run_ = 0; ///< the run in flight or last completed
     bool active_ = false;
     bool warming_up_ = false;
 };
