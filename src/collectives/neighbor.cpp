@@ -267,25 +267,23 @@ struct NeighborCore::State {
     // stops polling at the first unfinished window, and over a provider whose polling is what
     // moves a connection's traffic (UCX over TCP), two ranks would each poll only the window that
     // waits for the other's unpolled one.
+    // Every completion is counted at once, so that a test() that throws (Timeout, PeerLost)
+    // leaves the round's count right: later calls poll only the windows still open.
     bool poll_unfinished() {
-        // Locals, not members, in the loop: the compiler cannot keep members in registers across
-        // the calls.
         const Waitable* const windows = waitables.data();
         std::uint64_t* const done = finished.data();
         const std::size_t count = waitables.size();
         const std::uint64_t current = round_number;
-        std::size_t left = unfinished;
         for (std::size_t i = 0; i < count; ++i) {
             if (done[i] != current) {
                 const Waitable& w = windows[i];
                 if (w.send != nullptr ? w.send->test() : w.recv->test()) {
                     done[i] = current;
-                    --left;
+                    --unfinished;
                 }
             }
         }
-        unfinished = left;
-        return left == 0;
+        return unfinished == 0;
     }
 
     /// Starts the bookkeeping of a round: every window unfinished.
