@@ -11,6 +11,7 @@
 #include "allreduce_model.hpp"
 #include "benchmark.hpp"
 #include "mpi_check.hpp"
+#include "sync_floor.hpp"
 
 #include <pmr/collectives.hpp>
 
@@ -198,6 +199,11 @@ public:
         }
         if (persistent_allreduce_name() != nullptr && context.wants("mpix-allreduce")) {
             add(std::make_unique<MpiPersistentAllreduce>(context));
+        }
+        if (context.wants("sync-floor")) {
+            if (auto floor = make_sync_floor(context)) {
+                add(std::move(floor));
+            }
         }
         network_ = emulated_tofu_network();
         int dims[3] = {0, 0, 0};

@@ -8,6 +8,7 @@
 #include "benchmark.hpp"
 #include "buffer.hpp"
 #include "mpi_check.hpp"
+#include "sync_floor.hpp"
 
 #include <pmr/collectives.hpp>
 
@@ -195,6 +196,11 @@ public:
         auto mpi_variant = std::make_unique<MpiCollective>(kind, context);
         if (context.wants(mpi_variant->name())) {
             add(std::move(mpi_variant));
+        }
+        if (kind == Kind::barrier && context.wants("sync-floor")) {
+            if (auto floor = make_sync_floor(context)) {
+                add(std::move(floor));
+            }
         }
     }
 

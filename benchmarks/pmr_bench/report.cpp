@@ -169,8 +169,8 @@ void print_speedups(std::ostream& out, const Report& report) {
     }
 }
 
-/// Every variant's time over each reference's (the local copy of the same bytes): how far a
-/// transport is from the bound of a single copy.
+/// Every variant's time over each reference's (the local copy of the same bytes, or the
+/// synchronisation floor of the collectives): how far a variant is from that bound.
 void print_copy_bound(std::ostream& out, const Report& report) {
     std::vector<const Series*> others;
     for (const auto& s : report.series) {
@@ -182,8 +182,11 @@ void print_copy_bound(std::ostream& out, const Report& report) {
         return;
     }
     for (const Series* ref : of_family(report, "reference")) {
+        const char* meaning = ref->variant == "memcpy"
+                                  ? "as fast as one local copy of the same bytes"
+                                  : "as fast as the reference, the least any variant can take";
         out << "\nTime over " << ref->variant << " = variant time / " << ref->variant
-            << " time (1.00: as fast as one local copy of the same bytes)\n";
+            << " time (1.00: " << meaning << ")\n";
         print_ratio_table(out, report, others, [ref](const Series& s, std::size_t i) {
             const double ratio = speedup(s, *ref, i);
             return ratio > 0 ? 1 / ratio : 0;
