@@ -235,8 +235,9 @@ public:
     ReductionOrder order() const noexcept { return core_.order(); }
 };
 
-/// Waits until every rank of the communicator has started the barrier (dissemination: ceil(log2 p)
-/// rounds of one-byte messages).
+/// Waits until every rank of the communicator has started the barrier: one step of one-byte
+/// messages to and from every rank when the ranks share a node (up to 16 of them), else a
+/// dissemination barrier (ceil(log2 p) steps).
 class Barrier : public Collective {
 public:
     Barrier() noexcept = default;

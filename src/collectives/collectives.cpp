@@ -367,6 +367,20 @@ std::optional<coll::Grid3> trinaryx3_grid(const Communicator& comm, coll::Connec
     return grid;
 }
 
+/// Whether every rank of `comm` is on this node and shm connects them (a forced network provider
+/// keeps the algorithms for networks). Collective over `comm`: every rank contributes its node's
+/// key, or 0, so every rank gets the same answer.
+bool ranks_share_memory(const Communicator& comm, coll::Connections& connections,
+                        const std::string& where) {
+    const auto& forced = settings().provider;
+    const bool shm = !forced || *forced == "shm";
+    const std::int64_t key = shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
+    const std::vector<std::int64_t> keys =
+        gather_values(comm, connections, &key, 1, where + " (nodes of the ranks)");
+    return keys[0] != 0 &&
+           std::all_of(keys.begin(), keys.end(), [&](std::int64_t k) { return k == keys[0]; });
+}
+
 /// The automatic choice of an allreduce, after the ranks agreed on the arguments: the same on
 /// every rank, since it depends on the agreed count and order, the size and what the ranks
 /// gather about their nodes.
@@ -375,15 +389,7 @@ AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connectio
                                        const std::string& where, std::optional<coll::Grid3>& grid) {
     const int size = comm.size();
     if (size > 1 && size <= direct_max_ranks) {
-        // One node, and shm between its processes (a forced network provider keeps its
-        // algorithms): every rank contributes its node's key, or 0.
-        const auto& forced = settings().provider;
-        const bool shm = !forced || *forced == "shm";
-        const std::int64_t key = shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
-        const std::vector<std::int64_t> keys =
-            gather_values(comm, connections, &key, 1, where + " (nodes of the ranks)");
-        if (keys[0] != 0 &&
-            std::all_of(keys.begin(), keys.end(), [&](std::int64_t k) { return k == keys[0]; })) {
+        if (ranks_share_memory(comm, connections, where)) {
             // Two ranks with a small vector: recursive doubling is the same one step and the
             // same order (x0 + x1), without the fold through a buffer.
             const bool whole = bytes <= direct_whole_bytes || count < 2;
@@ -707,9 +713,15 @@ CollectiveCore CollectiveCore::barrier(const Communicator& comm) {
     agree(comm, state->connections, descriptor, state->what, {});
     state->owned_result = allocate_owned(1);
     state->result = state->owned_result.get();
+    // Ranks on one node take one step to and from every rank (as the direct allreduce does):
+    // where they outnumber the cores, each step of the dissemination costs a switch per rank.
+    const bool direct = comm.size() > 2 && comm.size() <= direct_max_ranks &&
+                        ranks_share_memory(comm, state->connections, state->what);
     state->engine = std::make_unique<coll::Engine>(
-        comm, state->connections, coll::dissemination_barrier(comm.size(), comm.rank()), 1, nullptr,
-        state->what);
+        comm, state->connections,
+        direct ? coll::direct_barrier(comm.size(), comm.rank())
+               : coll::dissemination_barrier(comm.size(), comm.rank()),
+        1, nullptr, state->what);
     state->engine->set_work(state->result);
     return CollectiveCore(std::move(state));
 }

@@ -460,4 +460,20 @@ std::vector<Step> dissemination_barrier(int size, int rank) {
     return steps;
 }
 
+std::vector<Step> direct_barrier(int size, int rank) {
+    std::vector<Step> steps;
+    if (size == 1) {
+        return steps;
+    }
+    Step step;
+    for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank) {
+            step.sends.push_back({peer, 0, 1});
+            step.recvs.push_back({peer, 0, 1, Action::keep});
+        }
+    }
+    steps.push_back(std::move(step));
+    return steps;
+}
+
 } // namespace pmr::detail::coll

@@ -107,4 +107,9 @@ std::vector<Step> binomial_broadcast(int size, int rank, int root, std::size_t c
 /// Dissemination barrier: in step k one byte to rank + 2^k and from rank - 2^k (mod size).
 std::vector<Step> dissemination_barrier(int size, int rank);
 
+/// Direct barrier for ranks that share memory: one step, one byte to and from every other rank.
+/// The same number of switches as the dissemination barrier's first step where ranks outnumber
+/// cores, instead of one per step (p - 1 windows each way per rank instead of log2 p).
+std::vector<Step> direct_barrier(int size, int rank);
+
 } // namespace pmr::detail::coll
