@@ -420,6 +420,21 @@ void complete_by_test(Window& window) {
     complete_by_test(window, [] {});
 }
 
+/// Calls wait() on `object` until it returns, again after every pmr::Timeout (anything else
+/// propagates); returns how many Timeouts it took. For the retry of a wait that timed out.
+template <class Waitable>
+int wait_through_timeouts(Waitable& object) {
+    int timeouts = 0;
+    for (;;) {
+        try {
+            object.wait();
+            return timeouts;
+        } catch (const pmr::Timeout&) {
+            ++timeouts;
+        }
+    }
+}
+
 /// One transfer on every window. Every receive is initialised before any send is posted and every
 /// send is posted before anything waits, so no order of ranks can deadlock. `post(i, window)` posts
 /// the i-th send window.

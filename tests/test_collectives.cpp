@@ -601,6 +601,32 @@ TEST_CASE("allreduce: a rank that never starts is a Timeout naming the collectiv
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_CASE("allreduce: wait() after a Timeout waits for the rest of the run", "[.][timeout]") {
+    // Run with PMR_TIMEOUT=2 on 2 ranks: the last rank starts 3.5 s late.
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    pmr::Allreduce<double> reduce(comm, 4, pmr::ReduceOp::sum);
+    const int late = comm.size() - 1;
+    for (int run = 0; run < 2; ++run) {
+        std::fill(reduce.data(), reduce.data() + 4, comm.rank() + 1.0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (run == 0 && comm.rank() == late) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+        }
+        reduce.start();
+        // A UsageError for a window waited on twice would propagate and fail the test.
+        const int timeouts = pmr_test::wait_through_timeouts(reduce);
+        INFO("run " << run);
+        if (run == 0 && comm.rank() != late) {
+            CHECK(timeouts >= 1); // the late rank starts 3.5 s late: PMR_TIMEOUT=2
+        } else {
+            CHECK(timeouts == 0);
+        }
+        const double sum = comm.size() * (comm.size() + 1) / 2.0;
+        CHECK(std::all_of(reduce.data(), reduce.data() + 4, [&](double v) { return v == sum; }));
+    }
+}
+
 TEST_CASE("barrier: no rank leaves before every rank has entered", "[barrier]") {
     start_together();
     pmr::Communicator comm(MPI_COMM_WORLD);

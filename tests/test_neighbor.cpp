@@ -6,11 +6,14 @@
 // 1, 2 and 4 rails on the loopback device.
 #include "support.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <set>
+#include <thread>
 
 using namespace pmr_test;
 
@@ -476,6 +479,39 @@ TEST_CASE("the state machine of start, wait and test", "[neighbor][usage]") {
     exchange.wait();
     exchange.start();
     exchange.wait();
+}
+
+TEST_CASE("wait() after a Timeout waits for the rest of the round", "[.][timeout]") {
+    // Run with PMR_TIMEOUT=1 on 3 ranks: rank 2 starts its round late, so ranks 0 and 1 complete
+    // their messages with each other, time out on those with rank 2, and wait again.
+    pmr::Communicator cart(MPI_COMM_WORLD, {world_size()}, {true});
+    pmr::NeighborExchange<int> exchange(cart, 16);
+    const int me = cart.rank();
+    const int late = cart.size() - 1;
+    for (int round = 0; round < 2; ++round) {
+        for (std::size_t i = 0; i < exchange.size(); ++i) {
+            std::fill(exchange.send(i).begin(), exchange.send(i).end(), 1000 * round + me);
+            std::fill(exchange.recv(i).begin(), exchange.recv(i).end(), -1);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (round == 0 && me == late) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        }
+        exchange.start();
+        // A UsageError for a window waited on twice would propagate and fail the test.
+        const int timeouts = pmr_test::wait_through_timeouts(exchange);
+        if (round == 0 && me != late) {
+            CHECK(timeouts >= 1); // the late rank's messages are 2.5 s late: PMR_TIMEOUT=1
+        } else {
+            CHECK(timeouts == 0);
+        }
+        for (std::size_t i = 0; i < exchange.size(); ++i) {
+            const int from = exchange.neighbor_rank(i);
+            INFO("round " << round << ", neighbour " << i << " (rank " << from << ")");
+            CHECK(std::all_of(exchange.recv(i).begin(), exchange.recv(i).end(),
+                              [&](int v) { return v == 1000 * round + from; }));
+        }
+    }
 }
 
 TEST_CASE("PMR_NEIGHBOR_ALGORITHM overrides the options", "[neighbor][environment]") {

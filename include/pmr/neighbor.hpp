@@ -215,7 +215,8 @@ public:
     /// running; SizeError, ArgumentError, Timeout, PeerLost as windows.
     void start() { core_.start(); }
     /// Waits until every message of the round has been sent and received.
-    /// @throws UsageError if no round is running; Timeout, PeerLost.
+    /// @throws UsageError if no round is running; Timeout, PeerLost. After a Timeout the round
+    /// is still running: wait() or test() again wait for the messages not yet complete.
     void wait() { core_.wait(); }
     /// Non-blocking wait(): true once the round has completed. @throws as wait().
     bool test() { return core_.test(); }

@@ -89,6 +89,9 @@ public:
     std::byte* data() const noexcept { return data_; }
     std::size_t bytes() const noexcept { return bytes_; }
     bool owns_memory() const noexcept;
+    /// Whether the window is posted and has not completed since (no wait() or test() has
+    /// returned its completion, also not inside a wait_all() that threw afterwards).
+    bool posted() const noexcept;
     std::size_t received_bytes() const;
     std::string describe() const;
     WindowState<S>* state() const noexcept { return state_.get(); }

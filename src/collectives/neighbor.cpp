@@ -286,6 +286,20 @@ struct NeighborCore::State {
         return unfinished == 0;
     }
 
+    /// After a wait() that threw (Timeout, PeerLost): counts the windows that completed before
+    /// the throw, in its first pass or inside wait_all(), so that wait() or test() can be called
+    /// again for the rest of the round (a completed window must not be waited on twice).
+    void count_completed() noexcept {
+        for (std::size_t i = 0; i < waitables.size(); ++i) {
+            const Waitable& w = waitables[i];
+            if (finished[i] != round_number &&
+                !(w.send != nullptr ? w.send->posted() : w.recv->posted())) {
+                finished[i] = round_number;
+                --unfinished;
+            }
+        }
+    }
+
     /// Starts the bookkeeping of a round: every window unfinished.
     void begin_round() noexcept {
         ++round_number;
@@ -768,27 +782,34 @@ void NeighborCore::wait() {
     // Every window is polled once, as hand-written code would wait on each (a window whose round
     // is complete costs its poll and no more), and the unfinished ones are waited for together,
     // so that waiting on one never holds up a peer that needs another polled (see test()).
+    // The first pass records nothing per window; if anything throws, the windows' own states
+    // tell which completed (count_completed).
     s.pending.clear();
-    if (s.unfinished == s.waitables.size()) {
-        for (WindowCore<Side::send>* window : s.senders) {
-            if (!window->test()) {
-                s.pending.push_back(Waitable{window, nullptr});
+    try {
+        if (s.unfinished == s.waitables.size()) {
+            for (WindowCore<Side::send>* window : s.senders) {
+                if (!window->test()) {
+                    s.pending.push_back(Waitable{window, nullptr});
+                }
+            }
+            for (WindowCore<Side::recv>* window : s.receivers) {
+                if (!window->test()) {
+                    s.pending.push_back(Waitable{nullptr, window});
+                }
+            }
+        } else if (!s.poll_unfinished()) { // a test() or a wait() that threw completed some
+            for (std::size_t i = 0; i < s.waitables.size(); ++i) {
+                if (s.finished[i] != s.round_number) {
+                    s.pending.push_back(s.waitables[i]);
+                }
             }
         }
-        for (WindowCore<Side::recv>* window : s.receivers) {
-            if (!window->test()) {
-                s.pending.push_back(Waitable{nullptr, window});
-            }
+        if (!s.pending.empty()) {
+            wait_all(s.pending.data(), s.pending.size());
         }
-    } else if (!s.poll_unfinished()) { // a test() completed some already
-        for (std::size_t i = 0; i < s.waitables.size(); ++i) {
-            if (s.finished[i] != s.round_number) {
-                s.pending.push_back(s.waitables[i]);
-            }
-        }
-    }
-    if (!s.pending.empty()) {
-        wait_all(s.pending.data(), s.pending.size());
+    } catch (...) {
+        s.count_completed();
+        throw;
     }
     s.unfinished = 0;
     s.running = false;

@@ -697,6 +697,11 @@ void WindowCore<S>::wait() {
 }
 
 template <Side S>
+bool WindowCore<S>::posted() const noexcept {
+    return state_ && state_->phase == WindowState<S>::Phase::posted;
+}
+
+template <Side S>
 bool WindowCore<S>::owns_memory() const noexcept {
     return state_ && state_->owned;
 }
