@@ -420,17 +420,28 @@ void complete_by_test(Window& window) {
     complete_by_test(window, [] {});
 }
 
-/// Calls wait() on `object` until it returns, again after every pmr::Timeout (anything else
-/// propagates); returns how many Timeouts it took. For the retry of a wait that timed out.
+/// Completes a run of `object` by wait() (`by_test`: one wait(), then test() calls), again after
+/// every pmr::Timeout (anything else propagates); returns how many Timeouts it took. For the
+/// retry of a wait that timed out. Throws after 20 Timeouts: the run will not complete.
 template <class Waitable>
-int wait_through_timeouts(Waitable& object) {
+int wait_through_timeouts(Waitable& object, bool by_test = false) {
     int timeouts = 0;
+    bool waited = false;
     for (;;) {
         try {
-            object.wait();
-            return timeouts;
+            if (!by_test || !waited) {
+                waited = true;
+                object.wait();
+                return timeouts;
+            }
+            if (object.test()) {
+                return timeouts;
+            }
+            std::this_thread::yield();
         } catch (const pmr::Timeout&) {
-            ++timeouts;
+            if (++timeouts == 20) {
+                throw;
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,12 @@ public:
     SyncFloor(const SyncFloor&) = delete;
     SyncFloor& operator=(const SyncFloor&) = delete;
     ~SyncFloor() override {
-        release_window();
-        MPI_Comm_free(&node_);
+        // Both frees are collective: while an exception unwinds (another variant failed on this
+        // rank) they could wait for ranks that never come, where main() would abort the job.
+        if (std::uncaught_exceptions() == 0) {
+            release_window();
+            MPI_Comm_free(&node_);
+        }
     }
 
     void prepare(std::size_t /*bytes*/) override {
