@@ -1,0 +1,1562 @@
+// SPDX-License-Identifier: MIT
+// The interposer's state machine: communicators, streams, requests and progress.
+#include "mpi/interposer.hpp"
+
+#include "mpi/pmpi.hpp"
+
+#include <pmr/error.hpp>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+namespace pmr::mpi {
+
+thread_local bool inside_pmr = false;
+
+namespace {
+
+constexpr int control_tag = 7;
+constexpr std::size_t header_bytes = 8;
+constexpr std::uint64_t world_id = 1;
+
+enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
+    // splitmix64 over the pair: child communicators get well-spread identifiers.
+    std::uint64_t x = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+std::size_t parse_bytes(const char* text, std::size_t fallback) {
+    if (text == nullptr || *text == '\0') {
+        return fallback;
+    }
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(text, &end, 10);
+    std::size_t scale = 1;
+    if (end != nullptr && (*end == 'k' || *end == 'K')) {
+        scale = std::size_t{1} << 10;
+    } else if (end != nullptr && (*end == 'm' || *end == 'M')) {
+        scale = std::size_t{1} << 20;
+    }
+    return static_cast<std::size_t>(value) * scale;
+}
+
+bool overlaps(int source_a, int tag_a, int source_b, int tag_b) noexcept {
+    const bool sources =
+        source_a == MPI_ANY_SOURCE || source_b == MPI_ANY_SOURCE || source_a == source_b;
+    const bool tags = tag_a == MPI_ANY_TAG || tag_b == MPI_ANY_TAG || tag_a == tag_b;
+    return sources && tags;
+}
+
+void relax(unsigned& spins) {
+    // Ranks may outnumber cores: after a short spin, give the core away at every look.
+    if (++spins > 64) {
+        sched_yield();
+    }
+}
+
+} // namespace
+
+const char* reason_name(Reason reason) noexcept {
+    switch (reason) {
+    case Reason::carried:
+        return "carried by pmr";
+    case Reason::few_repeats:
+        return "too few repeats";
+    case Reason::plain_receives:
+        return "receiver posts plain receives (PMR_MPI=all carries them)";
+    case Reason::wildcard:
+        return "wildcard receive on the communicator";
+    case Reason::probe:
+        return "probe on the communicator";
+    case Reason::unknown_comm:
+        return "communicator made by a call pmr does not follow";
+    case Reason::intercomm:
+        return "intercommunicator";
+    case Reason::self:
+        return "message to self";
+    case Reason::too_large:
+        return "messages above PMR_MPI_MAX_BYTES";
+    case Reason::refused:
+        return "the sender declined";
+    case Reason::datatype:
+        return "datatype or operation pmr does not reduce";
+    case Reason::disagreement:
+        return "ranks disagreed";
+    case Reason::count_:
+        break;
+    }
+    return "?";
+}
+
+bool CollectiveKey::operator<(const CollectiveKey& o) const noexcept {
+    if (kind != o.kind) {
+        return kind < o.kind;
+    }
+    if (count != o.count) {
+        return count < o.count;
+    }
+    if (type != o.type) {
+        return std::less<>()(type, o.type);
+    }
+    if (op != o.op) {
+        return std::less<>()(op, o.op);
+    }
+    return root < o.root;
+}
+
+Interposer& Interposer::get() noexcept {
+    // Never destroyed: in use until MPI_Finalize, which may run during static destruction.
+    static auto* instance = new Interposer(); // NOLINT(bugprone-unhandled-exception-at-new)
+    return *instance;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start and finish
+
+void Interposer::start(int provided_thread_level) {
+    const char* mode = std::getenv("PMR_MPI");
+    if (mode != nullptr && std::strcmp(mode, "off") == 0) {
+        settings_.mode = Mode::off;
+    } else if (mode != nullptr && std::strcmp(mode, "persistent") == 0) {
+        settings_.mode = Mode::persistent;
+    } else if (mode != nullptr && *mode != '\0' && std::strcmp(mode, "all") != 0) {
+        std::fprintf(stderr, "pmr-mpi: PMR_MPI=%s is not one of off, persistent, all; using all\n",
+                     mode);
+    }
+    if (const char* r = std::getenv("PMR_MPI_REPEATS"); r != nullptr && *r != '\0') {
+        settings_.repeats = static_cast<unsigned>(std::max(1L, std::strtol(r, nullptr, 10)));
+    }
+    settings_.max_bytes = parse_bytes(std::getenv("PMR_MPI_MAX_BYTES"), settings_.max_bytes);
+    if (const char* s = std::getenv("PMR_MPI_SLOTS"); s != nullptr && *s != '\0') {
+        settings_.slots = static_cast<unsigned>(std::clamp(std::strtol(s, nullptr, 10), 1L, 64L));
+    }
+    const char* report = std::getenv("PMR_MPI_REPORT");
+    settings_.report = report != nullptr && *report != '\0' && std::strcmp(report, "0") != 0;
+
+    call(PMPI_Comm_rank)(MPI_COMM_WORLD, &world_rank_);
+    call(PMPI_Comm_size)(MPI_COMM_WORLD, &world_size_);
+    if (settings_.mode == Mode::off) {
+        off_reason_ = "PMR_MPI=off";
+    } else if (provided_thread_level == MPI_THREAD_MULTIPLE) {
+        off_reason_ = "MPI_THREAD_MULTIPLE (pmr-mpi carries single-threaded MPI use only)";
+    }
+    // The decision must be the same on every rank: the set-up below is collective.
+    int off = off_reason_.empty() ? 0 : 1;
+    int any_off = 0;
+    call(PMPI_Allreduce)(&off, &any_off, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_off != 0 && off_reason_.empty()) {
+        off_reason_ = "another rank runs with PMR_MPI=off or MPI_THREAD_MULTIPLE";
+    }
+    auto world = std::make_unique<Comm>();
+    world->handle = MPI_COMM_WORLD;
+    world->id = world_id;
+    world->rank = world_rank_;
+    world->size = world_size_;
+    by_id_[world_id] = world.get();
+    comms_[MPI_COMM_WORLD] = std::move(world);
+    if (any_off != 0) {
+        return;
+    }
+    call(PMPI_Comm_dup)(MPI_COMM_WORLD, &control_);
+    call(PMPI_Irecv)(control_buffer_, 6, MPI_INT64_T, MPI_ANY_SOURCE, control_tag, control_,
+                     &control_request_);
+    try {
+        world_ = std::make_unique<pmr::Communicator>(MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pmr-mpi: set-up failed, everything stays on MPI: %s\n", e.what());
+        return;
+    }
+    enabled_ = true;
+}
+
+void Interposer::finish() {
+    if (finished_) {
+        return;
+    }
+    finished_ = true;
+    if (enabled_) {
+        // Sends that left the application's hands must reach their receivers before the windows
+        // go: give them a bounded time (a receiver that never receives loses them, as with MPI).
+        const double deadline = call(PMPI_Wtime)() + 10.0;
+        unsigned spins = 0;
+        try {
+            while (!busy_streams_.empty() && call(PMPI_Wtime)() < deadline) {
+                progress();
+                relax(spins);
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "pmr-mpi: rank %d at MPI_Finalize: %s\n", world_rank_, e.what());
+        }
+    }
+    write_report();
+    if (!enabled_) {
+        return;
+    }
+    call(PMPI_Barrier)(control_);
+    try {
+        for (auto& entry : comms_) {
+            entry.second->collectives.clear();
+            entry.second->out.clear();
+            entry.second->in.clear();
+            entry.second->pcomm.reset();
+        }
+        for (auto& comm : freed_comms_) {
+            comm->collectives.clear();
+            comm->out.clear();
+            comm->in.clear();
+            comm->pcomm.reset();
+        }
+        connections_.clear();
+        world_.reset();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pmr-mpi: rank %d while closing: %s\n", world_rank_, e.what());
+    }
+    for (auto& shell : shells_) {
+        call(PMPI_Request_free)(&shell);
+    }
+    shells_.clear();
+    if (control_request_ != MPI_REQUEST_NULL) {
+        call(PMPI_Cancel)(&control_request_);
+        call(PMPI_Wait)(&control_request_, MPI_STATUS_IGNORE);
+    }
+    call(PMPI_Comm_free)(&control_);
+    enabled_ = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Communicators
+
+Comm* Interposer::find(MPI_Comm comm) noexcept {
+    auto it = comms_.find(comm);
+    return it == comms_.end() ? nullptr : it->second.get();
+}
+
+void Interposer::comm_created(MPI_Comm parent, MPI_Comm child) {
+    // Every member of the parent makes its children in the same order (MPI's rule for
+    // collectives), so (parent, child number) names the child alike on all of its members
+    // without a message. A child of a communicator we do not know stays unknown.
+    Comm* p = find(parent);
+    if (p == nullptr) {
+        return;
+    }
+    const std::uint32_t number = ++p->children;
+    if (child == MPI_COMM_NULL) {
+        return;
+    }
+    auto c = std::make_unique<Comm>();
+    c->handle = child;
+    int inter = 0;
+    call(PMPI_Comm_test_inter)(child, &inter);
+    if (inter != 0) {
+        c->unknown_reason = Reason::intercomm;
+    } else if (p->id != 0) {
+        c->id = mix(p->id, number);
+    }
+    call(PMPI_Comm_rank)(child, &c->rank);
+    call(PMPI_Comm_size)(child, &c->size);
+    if (c->id != 0) {
+        by_id_[c->id] = c.get();
+    }
+    comms_[child] = std::move(c);
+}
+
+void Interposer::comm_freed(MPI_Comm comm) {
+    auto it = comms_.find(comm);
+    if (it == comms_.end()) {
+        return;
+    }
+    // The handle may come back for another communicator; the streams stay until MPI_Finalize
+    // (their peers may still be sending what the application received before freeing).
+    it->second->freed = true;
+    if (it->second->id != 0) {
+        by_id_.erase(it->second->id);
+    }
+    freed_comms_.push_back(std::move(it->second));
+    comms_.erase(it);
+}
+
+bool Interposer::world_of(Comm& comm) {
+    if (!comm.world.empty()) {
+        return true;
+    }
+    MPI_Group group = MPI_GROUP_NULL;
+    MPI_Group world = MPI_GROUP_NULL;
+    call(PMPI_Comm_group)(comm.handle, &group);
+    call(PMPI_Comm_group)(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<std::size_t>(comm.size));
+    for (int i = 0; i < comm.size; ++i) {
+        ranks[static_cast<std::size_t>(i)] = i;
+    }
+    comm.world.resize(ranks.size());
+    call(PMPI_Group_translate_ranks)(group, comm.size, ranks.data(), world, comm.world.data());
+    call(PMPI_Group_free)(&group);
+    call(PMPI_Group_free)(&world);
+    for (int w : comm.world) {
+        if (w == MPI_UNDEFINED) { // a process from outside MPI_COMM_WORLD (spawned)
+            comm.id = 0;
+            return false;
+        }
+    }
+    return true;
+}
+
+const TypeInfo& Interposer::type_info(MPI_Datatype type) {
+    auto it = types_.find(type);
+    if (it != types_.end()) {
+        return it->second;
+    }
+    TypeInfo info;
+    call(PMPI_Type_size)(type, &info.size);
+    MPI_Aint lb = 0;
+    MPI_Aint extent = 0;
+    MPI_Aint true_lb = 0;
+    MPI_Aint true_extent = 0;
+    call(PMPI_Type_get_extent)(type, &lb, &extent);
+    call(PMPI_Type_get_true_extent)(type, &true_lb, &true_extent);
+    // Contiguous when the elements follow each other without gaps: count elements are then
+    // count * size bytes from buf + true_lb.
+    info.contiguous = extent == info.size && true_extent == info.size;
+    info.lb = true_lb;
+    return types_.emplace(type, info).first->second;
+}
+
+void Interposer::type_freed(MPI_Datatype type) {
+    types_.erase(type);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams and their agreement
+
+OutStream* Interposer::out_stream(Comm& comm, int dest, int tag) {
+    auto key = std::make_pair(dest, tag);
+    auto it = comm.out.find(key);
+    if (it != comm.out.end()) {
+        return it->second.get();
+    }
+    if (comm.id == 0 || dest == comm.rank || !world_of(comm)) {
+        return nullptr;
+    }
+    auto s = std::make_unique<OutStream>();
+    s->comm = &comm;
+    s->dest = dest;
+    s->tag = tag;
+    s->dest_world = comm.world[static_cast<std::size_t>(dest)];
+    return comm.out.emplace(key, std::move(s)).first->second.get();
+}
+
+InStream* Interposer::in_stream(Comm& comm, int source, int tag) {
+    auto key = std::make_pair(source, tag);
+    auto it = comm.in.find(key);
+    if (it != comm.in.end()) {
+        return it->second.get();
+    }
+    if (comm.id == 0 || source == comm.rank || !world_of(comm)) {
+        return nullptr;
+    }
+    auto s = std::make_unique<InStream>();
+    s->comm = &comm;
+    s->source = source;
+    s->tag = tag;
+    s->source_world = comm.world[static_cast<std::size_t>(source)];
+    return comm.in.emplace(key, std::move(s)).first->second.get();
+}
+
+pmr::Connection& Interposer::connection(int world_peer) {
+    auto& c = connections_[world_peer];
+    if (!c) {
+        c = std::make_unique<pmr::Connection>(pmr::Target(*world_, world_peer, 1, 1));
+    }
+    return *c;
+}
+
+void Interposer::propose(InStream& stream) {
+    stream.state = InStream::State::proposing;
+    ++stream.comm->open_streams;
+    ++open_proposals_;
+    // The windows exist before the sender hears of them, so that neither side's first use ever
+    // waits inside pmr for the other's construction (a wait that could close a cycle through a
+    // third process); they are first used once the sender has answered.
+    std::size_t capacity = std::max<std::size_t>(stream.max_bytes, 64);
+    capacity = (capacity + 63) & ~std::size_t{63};
+    pmr::Connection& c = connection(stream.source_world);
+    stream.slots.reserve(settings_.slots);
+    for (unsigned i = 0; i < settings_.slots; ++i) {
+        stream.slots.emplace_back(c, capacity + header_bytes);
+    }
+    stream.capacity = capacity;
+    const std::int64_t message[6] = {propose_stream,
+                                     static_cast<std::int64_t>(stream.comm->id),
+                                     stream.tag,
+                                     static_cast<std::int64_t>(stream.claimed_mpi),
+                                     static_cast<std::int64_t>(capacity),
+                                     settings_.slots};
+    call(PMPI_Send)(message, 6, MPI_INT64_T, stream.source_world, control_tag, control_);
+}
+
+void Interposer::poll_control() {
+    if (!enabled_) {
+        return;
+    }
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        call(PMPI_Test)(&control_request_, &flag, &status);
+        if (flag == 0) {
+            return;
+        }
+        std::int64_t message[6];
+        std::memcpy(message, control_buffer_, sizeof message);
+        call(PMPI_Irecv)(control_buffer_, 6, MPI_INT64_T, MPI_ANY_SOURCE, control_tag, control_,
+                         &control_request_);
+        handle_control(message, status.MPI_SOURCE);
+    }
+}
+
+void Interposer::handle_control(const std::int64_t* message, int from_world) {
+    const auto id = static_cast<std::uint64_t>(message[1]);
+    const int tag = static_cast<int>(message[2]);
+    auto it = by_id_.find(id);
+    Comm* comm = it == by_id_.end() ? nullptr : it->second;
+    int peer = -1;
+    if (comm != nullptr && world_of(*comm)) {
+        auto w = std::find(comm->world.begin(), comm->world.end(), from_world);
+        if (w != comm->world.end()) {
+            peer = static_cast<int>(w - comm->world.begin());
+        }
+    }
+    if (message[0] == propose_stream) {
+        // We send this stream; its receiver wants it on pmr from its message `claimed` on and
+        // has made its windows. Ours pair with them in creation order, so they are made even
+        // to refuse (and then dropped unused, which frees both sides).
+        const auto claimed = static_cast<std::uint64_t>(message[3]);
+        const auto capacity = static_cast<std::size_t>(message[4]);
+        const auto slots = static_cast<unsigned>(message[5]);
+        pmr::Connection& c = connection(from_world);
+        std::vector<pmr::SendWindow<std::byte>> windows;
+        windows.reserve(slots);
+        for (unsigned i = 0; i < slots; ++i) {
+            windows.emplace_back(c, capacity + header_bytes);
+        }
+        OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
+        if (stream == nullptr || stream->carried) {
+            const std::int64_t answer[6] = {
+                refuse_stream, message[1], tag, static_cast<std::int64_t>(Reason::refused), 0, 0};
+            call(PMPI_Send)(answer, 6, MPI_INT64_T, from_world, control_tag, control_);
+            return;
+        }
+        stream->slots = std::move(windows);
+        stream->busy.assign(slots, 0);
+        stream->capacity = capacity;
+        stream->switch_at = std::max(stream->sent_mpi, claimed);
+        stream->carried = true;
+        const std::int64_t answer[6] = {accept_stream,
+                                        message[1],
+                                        tag,
+                                        static_cast<std::int64_t>(stream->switch_at),
+                                        static_cast<std::int64_t>(capacity),
+                                        slots};
+        call(PMPI_Send)(answer, 6, MPI_INT64_T, from_world, control_tag, control_);
+        return;
+    }
+    InStream* stream = nullptr;
+    if (comm != nullptr && peer >= 0) {
+        auto s = comm->in.find(std::make_pair(peer, tag));
+        stream = s == comm->in.end() ? nullptr : s->second.get();
+    }
+    if (stream == nullptr || stream->state != InStream::State::proposing) {
+        return; // cannot happen: we proposed it
+    }
+    --open_proposals_;
+    if (message[0] == accept_stream) {
+        accept(*stream, static_cast<std::uint64_t>(message[3]));
+    } else {
+        stream->slots.clear(); // never used: both sides' windows go
+        stream->state = InStream::State::refused;
+        stream->reason = Reason::refused;
+        --stream->comm->open_streams;
+    }
+}
+
+void Interposer::accept(InStream& stream, std::uint64_t switch_at) {
+    for (auto& slot : stream.slots) {
+        slot.init(); // the sender made its windows before it answered: no wait here
+        slot.post();
+    }
+    stream.full.assign(stream.slots.size(), 0);
+    stream.switch_at = switch_at;
+    stream.state = InStream::State::carried;
+    stream.reason = Reason::carried;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+
+void Interposer::wait_slot(OutStream& stream, unsigned slot) {
+    unsigned spins = 0;
+    while (stream.busy[slot] != 0) {
+        if (stream.slots[slot].test()) {
+            stream.busy[slot] = 0;
+            break;
+        }
+        progress();
+        relax(spins);
+    }
+}
+
+void Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type) {
+    const TypeInfo& info = type_info(type);
+    std::size_t total = static_cast<std::size_t>(count) * static_cast<std::size_t>(info.size);
+    const std::byte* source = static_cast<const std::byte*>(buf) + info.lb;
+    std::vector<std::byte> packed;
+    if (!info.contiguous) {
+        int bound = 0;
+        call(PMPI_Pack_size)(count, type, stream.comm->handle, &bound);
+        packed.resize(static_cast<std::size_t>(bound));
+        int position = 0;
+        call(PMPI_Pack)(buf, count, type, packed.data(), bound, &position, stream.comm->handle);
+        total = static_cast<std::size_t>(position);
+        packed.resize(total);
+        source = packed.data();
+    }
+    send_bytes(stream, source, total);
+}
+
+void Interposer::send_bytes(OutStream& stream, const std::byte* source, std::size_t total) {
+    std::size_t offset = 0;
+    do {
+        const unsigned slot = stream.next;
+        if (stream.busy[slot] != 0) {
+            wait_slot(stream, slot);
+        }
+        auto& window = stream.slots[slot];
+        window.init();
+        const std::size_t chunk = std::min(stream.capacity, total - offset);
+        const auto header = static_cast<std::uint64_t>(total);
+        std::memcpy(window.data(), &header, header_bytes);
+        if (chunk != 0) {
+            std::memcpy(window.data() + header_bytes, source + offset, chunk);
+        }
+        window.post(header_bytes + chunk);
+        if (!window.test()) {
+            stream.busy[slot] = 1;
+            if (!stream.listed_busy) {
+                stream.listed_busy = true;
+                busy_streams_.push_back(&stream);
+            }
+        }
+        stream.next = slot + 1 == stream.slots.size() ? 0 : slot + 1;
+        offset += chunk;
+    } while (offset < total);
+    ++stream.pmr_sent.messages;
+    stream.pmr_sent.bytes += total;
+}
+
+int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                     MPI_Comm comm, int mode) {
+    Comm* c = find(comm);
+    OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
+    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+        poll_control(); // a proposal for this stream may be waiting
+    }
+    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
+        send_carried(*s, buf, count, type);
+        return MPI_SUCCESS;
+    }
+    if (s != nullptr) {
+        ++s->sent_mpi;
+    }
+    if (owes()) {
+        // Carried traffic waits on this process: send without blocking and keep it moving.
+        MPI_Request request = MPI_REQUEST_NULL;
+        int rc = MPI_SUCCESS;
+        switch (mode) {
+        case 1:
+            rc = PMPI_Issend(buf, count, type, dest, tag, comm, &request);
+            break;
+        case 2:
+            rc = PMPI_Irsend(buf, count, type, dest, tag, comm, &request);
+            break;
+        case 3:
+            rc = PMPI_Ibsend(buf, count, type, dest, tag, comm, &request);
+            break;
+        default:
+            rc = PMPI_Isend(buf, count, type, dest, tag, comm, &request);
+        }
+        return rc != MPI_SUCCESS ? rc : wait_mpi(&request, MPI_STATUS_IGNORE);
+    }
+    switch (mode) {
+    case 1:
+        return PMPI_Ssend(buf, count, type, dest, tag, comm);
+    case 2:
+        return PMPI_Rsend(buf, count, type, dest, tag, comm);
+    case 3:
+        return PMPI_Bsend(buf, count, type, dest, tag, comm);
+    default:
+        return PMPI_Send(buf, count, type, dest, tag, comm);
+    }
+}
+
+int Interposer::isend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                      MPI_Comm comm, int mode, MPI_Request* request) {
+    Comm* c = find(comm);
+    OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
+    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+        poll_control();
+    }
+    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
+        send_carried(*s, buf, count, type);
+        Op* op = make_op(Op::Kind::send, false, const_cast<void*>(buf), count, type, dest, tag, c);
+        op->active = true;
+        op->complete = true;
+        *request = op->handle;
+        return MPI_SUCCESS;
+    }
+    if (s != nullptr) {
+        ++s->sent_mpi;
+    }
+    switch (mode) {
+    case 1:
+        return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+    case 2:
+        return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
+    case 3:
+        return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
+    default:
+        return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    }
+}
+
+int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                          MPI_Comm comm, int mode, MPI_Request* request) {
+    int rc = MPI_SUCCESS;
+    switch (mode) {
+    case 1:
+        rc = PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
+        break;
+    case 2:
+        rc = PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
+        break;
+    case 3:
+        rc = PMPI_Bsend_init(buf, count, type, dest, tag, comm, request);
+        break;
+    default:
+        rc = PMPI_Send_init(buf, count, type, dest, tag, comm, request);
+    }
+    Comm* c = find(comm);
+    if (rc != MPI_SUCCESS || c == nullptr || dest == MPI_PROC_NULL) {
+        return rc;
+    }
+    auto op = std::make_unique<Op>();
+    op->kind = Op::Kind::send;
+    op->persistent = true;
+    op->handle = *request;
+    op->buf = const_cast<void*>(buf);
+    op->count = count;
+    op->type = type;
+    op->peer = dest;
+    op->tag = tag;
+    op->comm = c;
+    ops_[*request] = std::move(op);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+
+Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type,
+                        int peer, int tag, Comm* comm) {
+    auto op = std::make_unique<Op>();
+    op->kind = kind;
+    op->persistent = persistent;
+    op->handle = shell();
+    op->buf = buf;
+    op->count = count;
+    op->type = type;
+    op->peer = peer;
+    op->tag = tag;
+    op->comm = comm;
+    Op* raw = op.get();
+    ops_[raw->handle] = std::move(op);
+    return raw;
+}
+
+MPI_Request Interposer::shell() {
+    if (!shells_.empty()) {
+        MPI_Request r = shells_.back();
+        shells_.pop_back();
+        return r;
+    }
+    // A real, never started persistent request: a handle every MPI call accepts (also through
+    // the Fortran bindings), which stands for an operation the interposer carries.
+    MPI_Request r = MPI_REQUEST_NULL;
+    call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &r);
+    return r;
+}
+
+void Interposer::return_shell(MPI_Request handle) {
+    shells_.push_back(handle);
+}
+
+bool Interposer::defer_needed(const Comm& comm, int source, int tag) const {
+    for (const Op* op : comm.deferred) {
+        if (overlaps(op->peer, op->tag, source, tag)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Interposer::activate_recv(Op& op) {
+    op.active = true;
+    op.complete = false;
+    op.on_mpi = false;
+    op.cancelled = false;
+    op.error = MPI_SUCCESS;
+    op.got = 0;
+    op.total = 0;
+    Comm* c = op.comm;
+    bool defer = false;
+    if (c != nullptr && op.peer != MPI_PROC_NULL) {
+        if (op.peer == MPI_ANY_SOURCE || op.tag == MPI_ANY_TAG) {
+            c->saw_wildcard = true;
+            defer = c->open_streams != 0 || !c->deferred.empty();
+        } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+            if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
+                defer_needed(*c, op.peer, op.tag)) {
+                defer = true;
+            } else if (s->state == InStream::State::mpi) {
+                const TypeInfo& info = type_info(op.type);
+                const auto bytes =
+                    static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
+                s->max_bytes = std::max(s->max_bytes, bytes);
+                s->saw_persistent = s->saw_persistent || op.persistent;
+                if (op.persistent || settings_.mode == Mode::all) {
+                    ++s->repeats;
+                } else {
+                    s->reason = Reason::plain_receives;
+                }
+                if (c->saw_wildcard) {
+                    s->reason = Reason::wildcard;
+                } else if (c->saw_probe) {
+                    s->reason = Reason::probe;
+                } else if (s->max_bytes > settings_.max_bytes) {
+                    s->reason = Reason::too_large;
+                } else if (s->repeats >= settings_.repeats) {
+                    propose(*s);
+                    defer = true;
+                }
+                if (!defer) {
+                    ++s->claimed_mpi;
+                }
+            } else {
+                ++s->claimed_mpi; // refused: MPI's for good
+            }
+        } else if (defer_needed(*c, op.peer, op.tag)) {
+            defer = true;
+        }
+    }
+    if (defer) {
+        op.in_queue = true;
+        if (c->deferred.empty()) {
+            deferring_comms_.push_back(c);
+        }
+        c->deferred.push_back(&op);
+        progress_deferred(*c);
+        return;
+    }
+    op.on_mpi = true;
+    if (op.persistent) {
+        PMPI_Start(&op.handle);
+    } else {
+        PMPI_Irecv(op.buf, op.count, op.type, op.peer, op.tag, op.comm->handle, &op.inner);
+    }
+}
+
+int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                      MPI_Request* request) {
+    Comm* c = find(comm);
+    if (c == nullptr || source == MPI_PROC_NULL) {
+        return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    }
+    // The common case: a stream on MPI with nothing deferred ahead of it goes straight to MPI
+    // (counted), without an Op.
+    if (source != MPI_ANY_SOURCE && tag != MPI_ANY_TAG && c->deferred.empty()) {
+        InStream* s = in_stream(*c, source, tag);
+        if (s == nullptr) {
+            return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+        }
+        const bool may_propose = settings_.mode == Mode::all && s->state == InStream::State::mpi;
+        if (s->state == InStream::State::refused ||
+            (s->state == InStream::State::mpi && !may_propose)) {
+            if (settings_.mode != Mode::all) {
+                s->reason = Reason::plain_receives;
+            }
+            ++s->claimed_mpi;
+            return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+        }
+    }
+    Op* op = make_op(Op::Kind::recv, false, buf, count, type, source, tag, c);
+    *request = op->handle;
+    activate_recv(*op);
+    if (op->on_mpi) {
+        // Straight to MPI after all: hand the application MPI's own request.
+        MPI_Request inner = op->inner;
+        MPI_Request handle = op->handle;
+        ops_.erase(handle);
+        return_shell(handle);
+        *request = inner;
+    }
+    return MPI_SUCCESS;
+}
+
+int Interposer::recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                     MPI_Status* status) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = irecv(buf, count, type, source, tag, comm, &request);
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    return wait(&request, status);
+}
+
+int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, int tag,
+                          MPI_Comm comm, MPI_Request* request) {
+    const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+    Comm* c = find(comm);
+    if (rc != MPI_SUCCESS || c == nullptr || source == MPI_PROC_NULL) {
+        return rc;
+    }
+    auto op = std::make_unique<Op>();
+    op->kind = Op::Kind::recv;
+    op->persistent = true;
+    op->handle = *request;
+    op->buf = buf;
+    op->count = count;
+    op->type = type;
+    op->peer = source;
+    op->tag = tag;
+    op->comm = c;
+    ops_[*request] = std::move(op);
+    return rc;
+}
+
+bool Interposer::take_from_mpi(Op& op, int source, int tag) {
+    int flag = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    call(PMPI_Improbe)(source, tag, op.comm->handle, &flag, &message, &status);
+    if (flag == 0) {
+        return false;
+    }
+    if (InStream* s = in_stream(*op.comm, status.MPI_SOURCE, status.MPI_TAG)) {
+        ++s->claimed_mpi;
+        ++s->mpi_received.messages;
+    }
+    op.error = PMPI_Mrecv(op.buf, op.count, op.type, &message, &op.status);
+    return true;
+}
+
+bool Interposer::take_from_slots(InStream& stream, Op& op) {
+    const TypeInfo& info = type_info(op.type);
+    const std::size_t room =
+        static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
+    for (;;) {
+        const unsigned slot = stream.next;
+        auto& window = stream.slots[slot];
+        if (stream.full[slot] == 0) {
+            if (!window.test()) {
+                return false;
+            }
+            stream.full[slot] = 1;
+        }
+        const std::size_t bytes = window.received_bytes();
+        std::uint64_t total = 0;
+        std::memcpy(&total, window.data(), header_bytes);
+        if (op.got == 0 && stream.partial != &op) {
+            op.total = static_cast<std::size_t>(total);
+            if (!info.contiguous) {
+                op.staging.resize(op.total);
+            }
+        }
+        const std::size_t chunk = bytes - header_bytes;
+        const std::byte* payload = window.data() + header_bytes;
+        if (info.contiguous) {
+            if (op.got < room) {
+                std::memcpy(static_cast<std::byte*>(op.buf) + info.lb + op.got, payload,
+                            std::min(chunk, room - op.got));
+            }
+        } else {
+            std::memcpy(op.staging.data() + op.got, payload, chunk);
+        }
+        op.got += chunk;
+        stream.full[slot] = 0;
+        window.init();
+        window.post();
+        stream.next = slot + 1 == stream.slots.size() ? 0 : slot + 1;
+        if (op.got < op.total) {
+            stream.partial = &op;
+            continue;
+        }
+        stream.partial = nullptr;
+        break;
+    }
+    std::size_t delivered = std::min(op.total, room);
+    if (!info.contiguous) {
+        int position = 0;
+        const int rc = PMPI_Unpack(op.staging.data(), static_cast<int>(op.total), &position, op.buf,
+                                   op.count, op.type, op.comm->handle);
+        delivered = static_cast<std::size_t>(position);
+        if (rc != MPI_SUCCESS) {
+            op.error = MPI_ERR_TRUNCATE;
+        }
+        op.staging.clear();
+    }
+    if (op.total > room) {
+        op.error = MPI_ERR_TRUNCATE;
+    }
+    set_status(&op.status, stream.source, stream.tag, delivered, false, op.error);
+    ++stream.pmr_received.messages;
+    stream.pmr_received.bytes += op.total;
+    return true;
+}
+
+bool Interposer::try_match(Op& op) {
+    Comm& comm = *op.comm;
+    if (op.peer == MPI_ANY_SOURCE || op.tag == MPI_ANY_TAG) {
+        for (auto& entry : comm.in) {
+            InStream& s = *entry.second;
+            if (s.state == InStream::State::carried && s.claimed_mpi >= s.switch_at &&
+                overlaps(op.peer, op.tag, s.source, s.tag) &&
+                (s.partial == nullptr || s.partial == &op)) {
+                if (take_from_slots(s, op)) {
+                    return true;
+                }
+                if (s.partial == &op) {
+                    return false;
+                }
+            }
+        }
+        return take_from_mpi(op, op.peer, op.tag);
+    }
+    InStream* s = in_stream(comm, op.peer, op.tag);
+    if (s != nullptr && s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at) {
+        if (s->partial != nullptr && s->partial != &op) {
+            return false;
+        }
+        return take_from_slots(*s, op);
+    }
+    return take_from_mpi(op, op.peer, op.tag);
+}
+
+void Interposer::progress_deferred(Comm& comm) {
+    // Serve receives in posting order: one that finds nothing keeps every later receive that
+    // could match the same messages waiting, as MPI's matching would.
+    struct Pattern {
+        int source;
+        int tag;
+    };
+    Pattern blocked[16];
+    std::size_t nblocked = 0;
+    bool all_blocked = false;
+    for (auto it = comm.deferred.begin(); it != comm.deferred.end();) {
+        Op& op = **it;
+        bool skip = all_blocked;
+        for (std::size_t i = 0; i < nblocked && !skip; ++i) {
+            skip = overlaps(blocked[i].source, blocked[i].tag, op.peer, op.tag);
+        }
+        if (!skip && try_match(op)) {
+            op.in_queue = false;
+            it = comm.deferred.erase(it);
+            complete_op(op);
+            continue;
+        }
+        if (nblocked < 16) {
+            blocked[nblocked++] = {op.peer, op.tag};
+        } else {
+            all_blocked = true;
+        }
+        ++it;
+    }
+    if (comm.deferred.empty()) {
+        auto d = std::find(deferring_comms_.begin(), deferring_comms_.end(), &comm);
+        if (d != deferring_comms_.end()) {
+            deferring_comms_.erase(d);
+        }
+    }
+}
+
+void Interposer::complete_op(Op& op) {
+    op.complete = true;
+    if (op.freed) {
+        retire(op);
+    }
+}
+
+void Interposer::progress() {
+    for (std::size_t i = 0; i < busy_streams_.size();) {
+        OutStream& s = *busy_streams_[i];
+        bool any = false;
+        for (std::size_t k = 0; k < s.slots.size(); ++k) {
+            if (s.busy[k] != 0) {
+                if (s.slots[k].test()) {
+                    s.busy[k] = 0;
+                } else {
+                    any = true;
+                }
+            }
+        }
+        if (!any) {
+            s.listed_busy = false;
+            busy_streams_[i] = busy_streams_.back();
+            busy_streams_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    if (open_proposals_ != 0) {
+        poll_control();
+    }
+    for (std::size_t i = 0; i < deferring_comms_.size();) {
+        Comm* c = deferring_comms_[i];
+        progress_deferred(*c);
+        if (i < deferring_comms_.size() && deferring_comms_[i] == c) {
+            ++i;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+Op* Interposer::op_of(MPI_Request handle) noexcept {
+    if (ops_.empty() || handle == MPI_REQUEST_NULL) {
+        return nullptr;
+    }
+    auto it = ops_.find(handle);
+    return it == ops_.end() ? nullptr : it->second.get();
+}
+
+bool Interposer::own_pending(int count, const MPI_Request* requests) noexcept {
+    if (ops_.empty()) {
+        return false;
+    }
+    for (int i = 0; i < count; ++i) {
+        if (op_of(requests[i]) != nullptr) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Interposer::retire(Op& op) {
+    // A completed operation the application no longer holds (freed, or a finished plain one).
+    const MPI_Request handle = op.handle;
+    if (op.persistent) {
+        MPI_Request h = handle;
+        PMPI_Request_free(&h);
+    } else {
+        return_shell(handle);
+    }
+    ops_.erase(handle);
+}
+
+int Interposer::start(MPI_Request* request) {
+    Op* op = op_of(*request);
+    if (op == nullptr) {
+        return PMPI_Start(request);
+    }
+    if (op->kind == Op::Kind::recv) {
+        activate_recv(*op);
+        return MPI_SUCCESS;
+    }
+    op->active = true;
+    op->complete = false;
+    op->on_mpi = false;
+    Comm* c = op->comm;
+    OutStream* s = out_stream(*c, op->peer, op->tag);
+    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+        poll_control();
+    }
+    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
+        send_carried(*s, op->buf, op->count, op->type);
+        op->complete = true;
+        set_status(&op->status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+        return MPI_SUCCESS;
+    }
+    if (s != nullptr) {
+        ++s->sent_mpi;
+    }
+    op->on_mpi = true;
+    return PMPI_Start(request);
+}
+
+int Interposer::startall(int count, MPI_Request* requests) {
+    if (!own_pending(count, requests)) {
+        return PMPI_Startall(count, requests);
+    }
+    for (int i = 0; i < count; ++i) {
+        const int rc = start(&requests[i]);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int Interposer::finish_request(MPI_Request* request, MPI_Status* status) {
+    // The operation has completed: hand its status out and reset or release the request.
+    Op* op = op_of(*request);
+    const int error = op->error;
+    if (status != MPI_STATUS_IGNORE) {
+        if (op->kind == Op::Kind::send) {
+            set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+        } else {
+            *status = op->status;
+        }
+    }
+    op->active = false;
+    op->complete = false;
+    if (!op->persistent) {
+        return_shell(op->handle);
+        ops_.erase(*request);
+        *request = MPI_REQUEST_NULL;
+    }
+    return error;
+}
+
+int Interposer::wait_mpi(MPI_Request* request, MPI_Status* status) {
+    int flag = 0;
+    unsigned spins = 0;
+    for (;;) {
+        const int rc = PMPI_Test(request, &flag, status);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        progress();
+        relax(spins);
+    }
+}
+
+void Interposer::wait_until(const std::function<bool()>& done) {
+    unsigned spins = 0;
+    for (;;) {
+        progress();
+        if (done()) {
+            return;
+        }
+        relax(spins);
+    }
+}
+
+int Interposer::test(MPI_Request* request, int* flag, MPI_Status* status) {
+    Op* op = op_of(*request);
+    if (op == nullptr) {
+        if (owes()) {
+            progress();
+        }
+        return PMPI_Test(request, flag, status);
+    }
+    if (op->on_mpi || !op->active) {
+        const int rc = PMPI_Test(request, flag, status);
+        if (*flag != 0) {
+            op->active = false;
+            op->on_mpi = false;
+        }
+        return rc;
+    }
+    progress();
+    *flag = op->complete ? 1 : 0;
+    if (!op->complete) {
+        return MPI_SUCCESS;
+    }
+    const int rc = finish_request(request, status);
+    if (rc != MPI_SUCCESS && op->comm != nullptr) {
+        return call(PMPI_Comm_call_errhandler)(op->comm->handle, rc), rc;
+    }
+    return rc;
+}
+
+int Interposer::wait(MPI_Request* request, MPI_Status* status) {
+    Op* op = op_of(*request);
+    if (op == nullptr || op->on_mpi || !op->active) {
+        if (op != nullptr) {
+            op->active = false;
+            op->on_mpi = false;
+        }
+        if (!owes()) {
+            return PMPI_Wait(request, status);
+        }
+        // Carried traffic must move while MPI's request completes: poll both.
+        return wait_mpi(request, status);
+    }
+    wait_until([op] { return op->complete; });
+    Comm* comm = op->comm;
+    const int rc = finish_request(request, status);
+    if (rc != MPI_SUCCESS && comm != nullptr) {
+        call(PMPI_Comm_call_errhandler)(comm->handle, rc);
+    }
+    return rc;
+}
+
+int Interposer::testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+    if (!own_pending(count, requests)) {
+        if (owes()) {
+            progress();
+        }
+        return PMPI_Testall(count, requests, flag, statuses);
+    }
+    progress();
+    // All or nothing: look without completing, then complete every one.
+    for (int i = 0; i < count; ++i) {
+        Op* op = op_of(requests[i]);
+        if (op != nullptr && !op->on_mpi && op->active) {
+            if (!op->complete) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+        } else if (requests[i] != MPI_REQUEST_NULL) {
+            int done = 0;
+            PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
+            if (done == 0) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+        }
+    }
+    *flag = 1;
+    return waitall(count, requests, statuses);
+}
+
+int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+    if (!own_pending(count, requests) && !owes()) {
+        return PMPI_Waitall(count, requests, statuses);
+    }
+    int errors = 0;
+    std::vector<unsigned char> done(static_cast<std::size_t>(count), 0);
+    int left = count;
+    unsigned spins = 0;
+    for (;;) {
+        for (int i = 0; i < count; ++i) {
+            if (done[static_cast<std::size_t>(i)] != 0) {
+                continue;
+            }
+            MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+            Op* op = op_of(requests[i]);
+            int finished = 0;
+            int rc = MPI_SUCCESS;
+            if (op != nullptr && !op->on_mpi && op->active) {
+                if (op->complete) {
+                    finished = 1;
+                    rc = finish_request(&requests[i], st);
+                }
+            } else {
+                rc = PMPI_Test(&requests[i], &finished, st);
+                if (finished != 0 && op != nullptr) {
+                    op->active = false;
+                    op->on_mpi = false;
+                }
+            }
+            if (finished != 0) {
+                done[static_cast<std::size_t>(i)] = 1;
+                --left;
+                if (rc != MPI_SUCCESS) {
+                    ++errors;
+                    if (st != MPI_STATUS_IGNORE) {
+                        st->MPI_ERROR = rc;
+                    }
+                }
+            }
+        }
+        if (left == 0) {
+            break;
+        }
+        progress();
+        relax(spins);
+    }
+    return errors == 0 ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+}
+
+int Interposer::waitany(int count, MPI_Request* requests, int* index, MPI_Status* status) {
+    if (!own_pending(count, requests) && !owes()) {
+        return PMPI_Waitany(count, requests, index, status);
+    }
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = testany(count, requests, index, &flag, status);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
+}
+
+int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
+                        MPI_Status* status) {
+    if (!own_pending(count, requests)) {
+        if (owes()) {
+            progress();
+        }
+        return PMPI_Testany(count, requests, index, flag, status);
+    }
+    progress();
+    bool any_active = false;
+    for (int i = 0; i < count; ++i) {
+        Op* op = op_of(requests[i]);
+        int finished = 0;
+        int rc = MPI_SUCCESS;
+        if (op != nullptr && !op->on_mpi) {
+            if (!op->active) {
+                continue;
+            }
+            any_active = true;
+            if (op->complete) {
+                finished = 1;
+                rc = finish_request(&requests[i], status);
+            }
+        } else if (requests[i] != MPI_REQUEST_NULL) {
+            // Inactive persistent requests count as not active here, as in MPI.
+            if (op == nullptr || op->active) {
+                int done = 0;
+                PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
+                any_active = true;
+                if (done != 0) {
+                    rc = PMPI_Test(&requests[i], &finished, status);
+                    if (op != nullptr) {
+                        op->active = false;
+                    }
+                }
+            }
+        }
+        if (finished != 0) {
+            *index = i;
+            *flag = 1;
+            return rc;
+        }
+    }
+    *flag = any_active ? 0 : 1;
+    *index = MPI_UNDEFINED;
+    if (!any_active && status != MPI_STATUS_IGNORE) {
+        set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+    }
+    return MPI_SUCCESS;
+}
+
+int Interposer::waitsome(int incount, MPI_Request* requests, int* outcount, int* indices,
+                         MPI_Status* statuses) {
+    if (!own_pending(incount, requests) && !owes()) {
+        return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+    }
+    unsigned spins = 0;
+    for (;;) {
+        const int rc = testsome(incount, requests, outcount, indices, statuses);
+        if (rc != MPI_SUCCESS || *outcount != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
+}
+
+int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int* indices,
+                         MPI_Status* statuses) {
+    if (!own_pending(incount, requests)) {
+        if (owes()) {
+            progress();
+        }
+        return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    }
+    progress();
+    int n = 0;
+    bool any_active = false;
+    int errors = 0;
+    for (int i = 0; i < incount; ++i) {
+        Op* op = op_of(requests[i]);
+        MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
+        int finished = 0;
+        int rc = MPI_SUCCESS;
+        if (op != nullptr && !op->on_mpi) {
+            if (!op->active) {
+                continue;
+            }
+            any_active = true;
+            if (op->complete) {
+                finished = 1;
+                rc = finish_request(&requests[i], st);
+            }
+        } else if (requests[i] != MPI_REQUEST_NULL && (op == nullptr || op->active)) {
+            any_active = true;
+            int done = 0;
+            PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
+            if (done != 0) {
+                rc = PMPI_Test(&requests[i], &finished, st);
+                if (op != nullptr) {
+                    op->active = false;
+                }
+            }
+        }
+        if (finished != 0) {
+            indices[n++] = i;
+            if (rc != MPI_SUCCESS) {
+                ++errors;
+                if (st != MPI_STATUS_IGNORE) {
+                    st->MPI_ERROR = rc;
+                }
+            }
+        }
+    }
+    *outcount = any_active ? n : MPI_UNDEFINED;
+    return errors == 0 ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+}
+
+int Interposer::request_free(MPI_Request* request) {
+    Op* op = op_of(*request);
+    if (op == nullptr) {
+        return PMPI_Request_free(request);
+    }
+    if (op->on_mpi || !op->active || op->complete) {
+        // MPI's own request (an MPI activation of a persistent one, or an inactive one), or
+        // done: release it now (MPI completes an active MPI activation in the background).
+        if (op->persistent) {
+            const MPI_Request handle = op->handle;
+            ops_.erase(handle);
+            return PMPI_Request_free(request);
+        }
+        return_shell(op->handle);
+        ops_.erase(*request);
+        *request = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
+    // A carried receive still in flight: it completes in the background, then goes.
+    op->freed = true;
+    *request = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+int Interposer::cancel(MPI_Request* request) {
+    Op* op = op_of(*request);
+    if (op == nullptr || op->on_mpi) {
+        return PMPI_Cancel(request);
+    }
+    if (!op->active || op->complete || op->kind == Op::Kind::send) {
+        return MPI_SUCCESS; // completed: the cancel has no effect
+    }
+    if (op->in_queue && (op->comm == nullptr || op->got == 0)) {
+        auto& q = op->comm->deferred;
+        q.erase(std::find(q.begin(), q.end(), op));
+        op->in_queue = false;
+        op->complete = true;
+        set_status(&op->status, op->peer, op->tag, 0, true, MPI_SUCCESS);
+    }
+    return MPI_SUCCESS;
+}
+
+int Interposer::request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+    Op* op = op_of(request);
+    if (op == nullptr || op->on_mpi || !op->active) {
+        return PMPI_Request_get_status(request, flag, status);
+    }
+    progress();
+    *flag = op->complete ? 1 : 0;
+    if (op->complete && status != MPI_STATUS_IGNORE) {
+        *status = op->status;
+    }
+    return MPI_SUCCESS;
+}
+
+int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+    Comm* c = find(comm);
+    if (c != nullptr) {
+        c->saw_probe = true;
+    }
+    if (c == nullptr || c->open_streams == 0) {
+        return PMPI_Iprobe(source, tag, comm, flag, status);
+    }
+    progress();
+    // A carried stream's next message, if it has arrived and no deferred receive takes it first.
+    for (auto& entry : c->in) {
+        InStream& s = *entry.second;
+        if (s.state != InStream::State::carried || s.claimed_mpi < s.switch_at ||
+            !overlaps(source, tag, s.source, s.tag) || s.partial != nullptr ||
+            defer_needed(*c, s.source, s.tag)) {
+            continue;
+        }
+        const unsigned slot = s.next;
+        if (s.full[slot] == 0 && s.slots[slot].test()) {
+            s.full[slot] = 1;
+        }
+        if (s.full[slot] != 0) {
+            std::uint64_t total = 0;
+            std::memcpy(&total, s.slots[slot].data(), header_bytes);
+            *flag = 1;
+            if (status != MPI_STATUS_IGNORE) {
+                set_status(status, s.source, s.tag, static_cast<std::size_t>(total), false,
+                           MPI_SUCCESS);
+            }
+            return MPI_SUCCESS;
+        }
+    }
+    return PMPI_Iprobe(source, tag, comm, flag, status);
+}
+
+int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+    Comm* c = find(comm);
+    if (c == nullptr || c->open_streams == 0) {
+        if (c != nullptr) {
+            c->saw_probe = true;
+        }
+        if (!owes()) {
+            return PMPI_Probe(source, tag, comm, status);
+        }
+    }
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = iprobe(source, tag, comm, &flag, status);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
+}
+
+void Interposer::saw_mprobe(MPI_Comm comm) {
+    if (Comm* c = find(comm)) {
+        c->saw_probe = true;
+    }
+}
+
+std::uint64_t Interposer::carried_messages() const {
+    std::uint64_t n = 0;
+    auto add = [&n](const Comm& comm) {
+        for (const auto& entry : comm.out) {
+            n += entry.second->pmr_sent.messages;
+        }
+        for (const auto& entry : comm.in) {
+            n += entry.second->pmr_received.messages;
+        }
+    };
+    for (const auto& entry : comms_) {
+        add(*entry.second);
+    }
+    for (const auto& comm : freed_comms_) {
+        add(*comm);
+    }
+    return n;
+}
+
+void Interposer::fail(Comm* comm, int code, const std::string& what) {
+    std::fprintf(stderr, "pmr-mpi: rank %d: %s\n", world_rank_, what.c_str());
+    call(PMPI_Comm_call_errhandler)(comm != nullptr ? comm->handle : MPI_COMM_WORLD, code);
+}
+
+} // namespace pmr::mpi

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: MIT
+// libpmr-mpi: carries an unmodified MPI program's repeated point-to-point streams and global sums
+// on pmr. Internal header of src/mpi/ (built on the public API only, like the collectives).
+//
+// The unit carried is a *stream*: the messages of one (communicator, source, destination, tag),
+// which MPI delivers in order. The receiver decides to carry a stream once it has repeated (a
+// persistent receive started, or plain receives posted, PMR_MPI_REPEATS times), proposes it to the
+// sender over a private duplicate of MPI_COMM_WORLD and keeps matching the stream's messages from
+// MPI until the sender answers. The sender answers with the message number k from which it sends
+// on pmr (never below the number of receives the receiver had already posted to MPI): messages
+// before k arrive through MPI, messages from k on through a ring of library-owned pmr windows.
+// Every send and receive of the stream goes the same way, persistent or not, so MPI's order
+// within a stream is kept whatever mix of calls the program makes.
+#pragma once
+
+#include <pmr/collectives.hpp>
+#include <pmr/communicator.hpp>
+#include <pmr/connection.hpp>
+#include <pmr/window.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pmr::mpi {
+
+/// PMR_MPI: what is carried.
+enum class Mode : unsigned char { off, persistent, all };
+
+/// Why a stream or collective stays on MPI (the report counts them).
+enum class Reason : unsigned char {
+    carried,
+    few_repeats,
+    plain_receives, // persistent mode, the receiver posts plain receives
+    wildcard,       // the receiver's communicator saw MPI_ANY_SOURCE / MPI_ANY_TAG
+    probe,          // ... or a probe
+    unknown_comm,   // made by a call the interposer does not follow (e.g. MPI_Comm_create_group)
+    intercomm,
+    self,
+    too_large,    // above PMR_MPI_MAX_BYTES
+    refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
+    datatype,     // collectives: not a built-in type or operation pmr reduces
+    disagreement, // collectives: the ranks did not all qualify
+    count_
+};
+const char* reason_name(Reason reason) noexcept;
+
+struct Settings {
+    Mode mode = Mode::all;
+    unsigned repeats = 3;
+    std::size_t max_bytes = std::size_t{64} << 10;
+    unsigned slots = 4;
+    bool report = false;
+};
+
+struct TypeInfo {
+    int size = 0;
+    bool contiguous = true; // the data of `count` elements is `count * size` bytes from buf (+ lb)
+    MPI_Aint lb = 0;
+};
+
+struct Comm;
+struct InStream;
+struct OutStream;
+
+/// A request the interposer handles (carried or deferred); everything else stays MPI's own.
+struct Op {
+    enum class Kind : unsigned char { send, recv };
+    Kind kind = Kind::recv;
+    bool persistent = false;
+    bool active = false;
+    bool complete = false;
+    bool on_mpi = false; // this activation is MPI's (the handle is an MPI request in flight)
+    bool freed = false;  // MPI_Request_free while active: retire on completion
+    bool cancelled = false;
+    bool in_queue = false;
+    MPI_Request handle = MPI_REQUEST_NULL; // what the application holds
+    MPI_Request inner = MPI_REQUEST_NULL;  // a plain operation handed to MPI after deferral
+    void* buf = nullptr;
+    int count = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    int peer = MPI_PROC_NULL;
+    int tag = 0;
+    Comm* comm = nullptr;
+    MPI_Status status{};
+    int error = MPI_SUCCESS;
+    // A message arriving in several chunks.
+    std::size_t got = 0;
+    std::size_t total = 0;
+    std::vector<std::byte> staging; // packed data of non-contiguous receives
+    InStream* partial_of = nullptr;
+};
+
+struct Counters {
+    std::uint64_t messages = 0;
+    std::uint64_t bytes = 0;
+};
+
+struct OutStream {
+    Comm* comm = nullptr;
+    int dest = 0;
+    int tag = 0;
+    int dest_world = 0;
+    bool carried = false;
+    std::uint64_t sent_mpi = 0; // messages sent through MPI so far
+    std::uint64_t switch_at = 0;
+    std::size_t capacity = 0; // payload bytes per slot
+    std::vector<pmr::SendWindow<std::byte>> slots;
+    std::vector<unsigned char> busy;
+    unsigned next = 0;
+    bool listed_busy = false;
+    Counters pmr_sent;
+};
+
+struct InStream {
+    enum class State : unsigned char { mpi, proposing, carried, refused };
+    Comm* comm = nullptr;
+    int source = 0;
+    int tag = 0;
+    int source_world = 0;
+    State state = State::mpi;
+    Reason reason = Reason::few_repeats;
+    std::uint64_t claimed_mpi = 0; // messages of this stream taken (or to be taken) through MPI
+    std::uint64_t switch_at = 0;
+    unsigned repeats = 0;
+    std::size_t max_bytes = 0;
+    bool saw_persistent = false;
+    std::size_t capacity = 0;
+    std::vector<pmr::RecvWindow<std::byte>> slots;
+    std::vector<unsigned char> full; // the slot's round completed and is not consumed yet
+    unsigned next = 0;
+    Op* partial = nullptr; // a receive that has taken the first chunks of a long message
+    Counters pmr_received;
+    Counters mpi_received;
+};
+
+/// One built-in collective call signature on a communicator.
+struct CollectiveKey {
+    int kind = 0; // 0 allreduce, 1 barrier, 2 bcast
+    std::int64_t count = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    int root = 0;
+    bool operator<(const CollectiveKey& o) const noexcept;
+};
+
+struct CollectiveState {
+    unsigned calls = 0;
+    bool decided = false;
+    Reason reason = Reason::few_repeats;
+    pmr::detail::CollectiveCore core;
+    std::size_t bytes = 0;
+    Counters carried;
+};
+
+struct Comm {
+    MPI_Comm handle = MPI_COMM_NULL;
+    std::uint64_t id = 0; // agreed by every member (0: unknown, never carried)
+    Reason unknown_reason = Reason::unknown_comm;
+    int rank = 0;
+    int size = 0;
+    std::vector<int> world; // world rank of each rank, filled on first use
+    std::uint32_t children = 0;
+    bool freed = false;
+    bool saw_wildcard = false;
+    bool saw_probe = false;
+    unsigned open_streams = 0; // in-streams proposing or carried
+    std::map<std::pair<int, int>, std::unique_ptr<OutStream>> out;
+    std::map<std::pair<int, int>, std::unique_ptr<InStream>> in;
+    std::deque<Op*> deferred; // receives waiting for a match, in posting order
+    std::unique_ptr<pmr::Communicator> pcomm;
+    std::map<CollectiveKey, CollectiveState> collectives;
+};
+
+/// The interposer's whole state; one per process.
+class Interposer {
+public:
+    static Interposer& get() noexcept;
+
+    bool enabled() const noexcept { return enabled_; }
+    const Settings& settings() const noexcept { return settings_; }
+
+    void start(int provided_thread_level);
+    void finish();
+
+    Comm* find(MPI_Comm comm) noexcept;
+    void comm_created(MPI_Comm parent, MPI_Comm child);
+    void comm_freed(MPI_Comm comm);
+    void type_freed(MPI_Datatype type);
+
+    // Point-to-point.
+    int send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+             int mode);
+    int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              int mode, MPI_Request* request);
+    int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status* status);
+    int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* request);
+    int send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  int mode, MPI_Request* request);
+    int recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+    int start(MPI_Request* request);
+    int startall(int count, MPI_Request* requests);
+    int wait(MPI_Request* request, MPI_Status* status);
+    int test(MPI_Request* request, int* flag, MPI_Status* status);
+    int waitall(int count, MPI_Request* requests, MPI_Status* statuses);
+    int testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses);
+    int waitany(int count, MPI_Request* requests, int* index, MPI_Status* status);
+    int testany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status);
+    int waitsome(int incount, MPI_Request* requests, int* outcount, int* indices,
+                 MPI_Status* statuses);
+    int testsome(int incount, MPI_Request* requests, int* outcount, int* indices,
+                 MPI_Status* statuses);
+    int request_free(MPI_Request* request);
+    int cancel(MPI_Request* request);
+    int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
+    int iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
+    int probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+    void saw_mprobe(MPI_Comm comm);
+
+    // Collectives.
+    int allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm);
+    int barrier(MPI_Comm comm);
+    int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+
+    /// MPI calls the interposer made itself since start (set-up, control, MPI-bound traffic of
+    /// streams it follows): tests read it to check that carried traffic makes none.
+    std::uint64_t own_mpi_calls() const noexcept { return own_mpi_calls_; }
+    void count_mpi_call() noexcept { ++own_mpi_calls_; }
+    /// Messages sent and received on pmr streams so far.
+    std::uint64_t carried_messages() const;
+
+private:
+    Interposer() = default;
+
+    // Streams.
+    OutStream* out_stream(Comm& comm, int dest, int tag);
+    InStream* in_stream(Comm& comm, int source, int tag);
+    bool world_of(Comm& comm);
+    void propose(InStream& stream);
+    void poll_control();
+    /// Whether carried traffic needs this process's progress (a blocking MPI call must then be
+    /// made non-blocking and polled beside it).
+    bool owes() const noexcept {
+        return !busy_streams_.empty() || !deferring_comms_.empty() || open_proposals_ != 0;
+    }
+    int wait_mpi(MPI_Request* request, MPI_Status* status);
+    void handle_control(const std::int64_t* message, int from_world);
+    void accept(InStream& stream, std::uint64_t switch_at);
+    pmr::Connection& connection(int world_peer);
+
+    // Sending and receiving through streams.
+    void send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
+    void send_bytes(OutStream& stream, const std::byte* source, std::size_t total);
+    void wait_slot(OutStream& stream, unsigned slot);
+    Op* make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type, int peer,
+                int tag, Comm* comm);
+    void activate_recv(Op& op);
+    bool defer_needed(const Comm& comm, int source, int tag) const;
+    bool try_match(Op& op);
+    bool take_from_slots(InStream& stream, Op& op);
+    bool take_from_mpi(Op& op, int source, int tag);
+    void progress();
+    void progress_deferred(Comm& comm);
+    void complete_op(Op& op);
+    void retire(Op& op);
+    Op* op_of(MPI_Request handle) noexcept;
+    bool own_pending(int count, const MPI_Request* requests) noexcept;
+    int finish_request(MPI_Request* request, MPI_Status* status);
+    void wait_until(const std::function<bool()>& done);
+    MPI_Request shell();
+    void return_shell(MPI_Request handle);
+    const TypeInfo& type_info(MPI_Datatype type);
+    void fail(Comm* comm, int code, const std::string& what);
+
+    // Collectives.
+    CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies);
+    void run(CollectiveState& state);
+
+    void write_report();
+
+    bool enabled_ = false;
+    bool finished_ = false;
+    Settings settings_;
+    int world_rank_ = 0;
+    int world_size_ = 0;
+    MPI_Comm control_ = MPI_COMM_NULL;
+    MPI_Request control_request_ = MPI_REQUEST_NULL;
+    std::int64_t control_buffer_[6]{};
+    unsigned open_proposals_ = 0;
+    std::unique_ptr<pmr::Communicator> world_;
+    std::unordered_map<int, std::unique_ptr<pmr::Connection>> connections_;
+    std::unordered_map<MPI_Comm, std::unique_ptr<Comm>> comms_;
+    std::unordered_map<std::uint64_t, Comm*> by_id_;
+    std::vector<std::unique_ptr<Comm>> freed_comms_;
+    std::unordered_map<MPI_Request, std::unique_ptr<Op>> ops_;
+    std::vector<MPI_Request> shells_;
+    std::vector<OutStream*> busy_streams_;
+    std::vector<Comm*> deferring_comms_;
+    std::vector<Op*> orphans_; // freed while active
+    std::unordered_map<MPI_Datatype, TypeInfo> types_;
+    std::uint64_t own_mpi_calls_ = 0;
+    std::string off_reason_;
+};
+
+/// Set while pmr itself runs: its MPI calls go straight to MPI.
+extern thread_local bool inside_pmr;
+
+} // namespace pmr::mpi
