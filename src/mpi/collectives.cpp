@@ -141,14 +141,8 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
 
 void Interposer::run(CollectiveState& state) {
     state.core.start();
-    unsigned spins = 0;
     // test() rather than wait(): this rank's carried sends must keep moving meanwhile.
-    while (!state.core.test()) {
-        progress();
-        if (++spins > 64) {
-            sched_yield();
-        }
-    }
+    wait_until([&state] { return state.core.test(); });
     ++state.carried.messages;
     state.carried.bytes += state.bytes;
 }

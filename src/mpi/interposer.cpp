@@ -7,6 +7,7 @@
 #include <pmr/error.hpp>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -57,11 +58,21 @@ bool overlaps(int source_a, int tag_a, int source_b, int tag_b) noexcept {
     return sources && tags;
 }
 
+// Whether every rank on this node has a CPU of its own: waits then spin and never yield, as MPI's
+// do (a yield hands the core to whatever else is runnable, a time slice of milliseconds on a
+// loaded machine); with more ranks than CPUs a spinning rank takes its peer's time slice, so waits
+// yield at every look.
+bool spin_only = false;
+
 void relax(unsigned& spins) {
-    // Ranks may outnumber cores: after a short spin, give the core away at every look.
-    if (++spins > 64) {
-        sched_yield();
+    if (spin_only) {
+        ++spins;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return;
     }
+    sched_yield();
 }
 
 } // namespace
@@ -145,6 +156,18 @@ void Interposer::start(int provided_thread_level) {
 
     call(PMPI_Comm_rank)(MPI_COMM_WORLD, &world_rank_);
     call(PMPI_Comm_size)(MPI_COMM_WORLD, &world_size_);
+    {
+        MPI_Comm node = MPI_COMM_NULL;
+        call(PMPI_Comm_split_type)(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        int local = 1;
+        call(PMPI_Comm_size)(node, &local);
+        call(PMPI_Comm_free)(&node);
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        const int available = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        spin_only = local <= std::max<long>(online, available) && local > 0;
+    }
     if (settings_.mode == Mode::off) {
         off_reason_ = "PMR_MPI=off";
     } else if (provided_thread_level == MPI_THREAD_MULTIPLE) {
