@@ -13,6 +13,7 @@ packages=(
   libibverbs-dev librdmacm-dev libhwloc-dev  # verbs provider (libibverbs), topology
   iproute2                              # network namespaces for the multi-host tests
   gnuplot-nox                           # pmr-bench --plot
+  libpetsc-real3.18-dev                 # a real MPI client for the interposer's tests (pmr-run)
   clang-format clang-tidy
 )
 missing=()

@@ -74,6 +74,23 @@ bool reduce_op_of(MPI_Op op, pmr::ReduceOp& out) {
     return true;
 }
 
+/// Recursive doubling for global sums up to PMR_MPI_RD_BYTES (default 64 KiB): its fixed tree
+/// ((x0 + x1) + (x2 + x3) on 4 ranks) is the one MPI libraries use for short vectors on a power
+/// of two ranks, so that results match MPI's to the last bit there; pmr's automatic choice
+/// otherwise (PMR_MPI_RD_BYTES=0: always automatic).
+pmr::AllreduceOptions allreduce_options(std::size_t bytes) {
+    static const std::size_t limit = [] {
+        const char* v = std::getenv("PMR_MPI_RD_BYTES");
+        return v != nullptr && *v != '\0' ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10))
+                                          : std::size_t{64} << 10;
+    }();
+    pmr::AllreduceOptions options;
+    if (bytes <= limit) {
+        options.algorithm = pmr::AllreduceAlgorithm::recursive_doubling;
+    }
+    return options;
+}
+
 std::int64_t describe(int kind, std::int64_t a, std::int64_t b, std::int64_t c) {
     // A value every rank computes alike from what MPI requires to be alike (handles differ
     // between processes), kept positive so that its negation is representable.
@@ -119,9 +136,9 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
         if (key.kind == 0) {
             pmr::ReduceOp op{};
             reduce_op_of(key.op, op);
-            state.core = pmr::detail::CollectiveCore::allreduce(*comm.pcomm, element_of(key.type),
-                                                                static_cast<std::size_t>(key.count),
-                                                                op, {}, nullptr, nullptr);
+            state.core = pmr::detail::CollectiveCore::allreduce(
+                *comm.pcomm, element_of(key.type), static_cast<std::size_t>(key.count), op,
+                allreduce_options(state.bytes), nullptr, nullptr);
         } else if (key.kind == 1) {
             state.core = pmr::detail::CollectiveCore::barrier(*comm.pcomm);
         } else {

@@ -86,9 +86,9 @@ const char* reason_name(Reason reason) noexcept {
     case Reason::plain_receives:
         return "receiver posts plain receives (PMR_MPI=all carries them)";
     case Reason::wildcard:
-        return "wildcard receive on the communicator";
+        return "a wildcard receive could match the stream";
     case Reason::probe:
-        return "probe on the communicator";
+        return "MPI_Mprobe could match the stream";
     case Reason::unknown_comm:
         return "communicator made by a call pmr does not follow";
     case Reason::intercomm:
@@ -751,7 +751,7 @@ void Interposer::activate_recv(Op& op) {
     bool defer = false;
     if (c != nullptr && op.peer != MPI_PROC_NULL) {
         if (op.peer == MPI_ANY_SOURCE || op.tag == MPI_ANY_TAG) {
-            c->saw_wildcard = true;
+            c->taint(op.peer, op.tag, Reason::wildcard);
             defer = c->open_streams != 0 || !c->deferred.empty();
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
             if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
@@ -768,10 +768,8 @@ void Interposer::activate_recv(Op& op) {
                 } else {
                     s->reason = Reason::plain_receives;
                 }
-                if (c->saw_wildcard) {
-                    s->reason = Reason::wildcard;
-                } else if (c->saw_probe) {
-                    s->reason = Reason::probe;
+                if (const Reason r = c->tainted(op.peer, op.tag); r != Reason::carried) {
+                    s->reason = r;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
                 } else if (s->repeats >= settings_.repeats) {
@@ -1498,9 +1496,6 @@ int Interposer::request_get_status(MPI_Request request, int* flag, MPI_Status* s
 
 int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
     Comm* c = find(comm);
-    if (c != nullptr) {
-        c->saw_probe = true;
-    }
     if (c == nullptr || c->open_streams == 0) {
         return PMPI_Iprobe(source, tag, comm, flag, status);
     }
@@ -1534,9 +1529,6 @@ int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status
 int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     Comm* c = find(comm);
     if (c == nullptr || c->open_streams == 0) {
-        if (c != nullptr) {
-            c->saw_probe = true;
-        }
         if (!owes()) {
             return PMPI_Probe(source, tag, comm, status);
         }
@@ -1552,10 +1544,33 @@ int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     }
 }
 
-void Interposer::saw_mprobe(MPI_Comm comm) {
+void Interposer::saw_mprobe(MPI_Comm comm, int source, int tag) {
     if (Comm* c = find(comm)) {
-        c->saw_probe = true;
+        c->taint(source, tag, Reason::probe);
     }
+}
+
+void Comm::taint(int source, int tag, Reason reason) {
+    for (const Taint& t : taints) {
+        if (t.source == source && t.tag == tag) {
+            return;
+        }
+    }
+    if (taints.size() >= 64) { // beyond that, everything
+        taints.clear();
+        source = MPI_ANY_SOURCE;
+        tag = MPI_ANY_TAG;
+    }
+    taints.push_back({source, tag, reason});
+}
+
+Reason Comm::tainted(int source, int tag) const noexcept {
+    for (const Taint& t : taints) {
+        if (overlaps(t.source, t.tag, source, tag)) {
+            return t.reason;
+        }
+    }
+    return Reason::carried;
 }
 
 std::uint64_t Interposer::carried_messages() const {

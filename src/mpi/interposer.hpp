@@ -170,8 +170,18 @@ struct Comm {
     std::vector<int> world; // world rank of each rank, filled on first use
     std::uint32_t children = 0;
     bool freed = false;
-    bool saw_wildcard = false;
-    bool saw_probe = false;
+    /// Patterns (source, tag) of wildcard receives and matched probes seen here: a stream they
+    /// could have taken messages of is never proposed (its count of MPI messages would be
+    /// unknown, or MPI_Mprobe could not see it once carried).
+    struct Taint {
+        int source;
+        int tag;
+        Reason reason;
+    };
+    std::vector<Taint> taints;
+    void taint(int source, int tag, Reason reason);
+    /// The reason a stream from `source` with `tag` must stay on MPI, or Reason::carried.
+    Reason tainted(int source, int tag) const noexcept;
     unsigned open_streams = 0; // in-streams proposing or carried
     std::map<std::pair<int, int>, std::unique_ptr<OutStream>> out;
     std::map<std::pair<int, int>, std::unique_ptr<InStream>> in;
@@ -226,7 +236,7 @@ public:
     int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
     int iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
     int probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
-    void saw_mprobe(MPI_Comm comm);
+    void saw_mprobe(MPI_Comm comm, int source, int tag);
 
     // Collectives.
     int allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,

@@ -407,7 +407,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mess
                 MPI_Status* status) {
     if (!bypass()) {
         enter([&] {
-            Interposer::get().saw_mprobe(comm);
+            Interposer::get().saw_mprobe(comm, source, tag);
             return 0;
         });
     }
@@ -416,7 +416,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mess
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
     if (!bypass()) {
         enter([&] {
-            Interposer::get().saw_mprobe(comm);
+            Interposer::get().saw_mprobe(comm, source, tag);
             return 0;
         });
     }
