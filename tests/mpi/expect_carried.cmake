@@ -1,0 +1,17 @@
+# Runs PROGRAM under pmr-run with the report on and requires a zero exit code and streams and
+# collectives carried by pmr (for programs that cannot ask the interposer themselves: Fortran).
+#   cmake -DMPIEXEC=... -DFLAGS=... -DRANKS=n -DRUN=pmr-run -DPROGRAM=... -P expect_carried.cmake
+separate_arguments(flags UNIX_COMMAND "${FLAGS}")
+set(ENV{PMR_MPI_REPORT} 1)
+execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${PROGRAM}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "exit code ${rc}")
+endif()
+string(REGEX MATCH "carried by pmr: ([0-9]+)" _ "${err}")
+set(streams "${CMAKE_MATCH_1}")
+string(REGEX MATCH "signatures seen \\(summed over ranks\\): [0-9]+, carried: ([0-9]+)" _ "${err}")
+if(NOT streams GREATER 0 OR NOT CMAKE_MATCH_1 GREATER 0)
+  message(FATAL_ERROR "not carried: streams '${streams}', collectives '${CMAKE_MATCH_1}'")
+endif()
