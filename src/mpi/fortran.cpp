@@ -123,6 +123,8 @@ PMR_MPI_F_INIT(mpi_recv_init_, MPI_Recv_init)
 PMR_MPI_F_INIT(mpi_isend_, MPI_Isend)
 PMR_MPI_F_INIT(mpi_issend_, MPI_Issend)
 PMR_MPI_F_INIT(mpi_irecv_, MPI_Irecv)
+PMR_MPI_F_INIT(mpi_ibsend_, MPI_Ibsend)
+PMR_MPI_F_INIT(mpi_irsend_, MPI_Irsend)
 #undef PMR_MPI_F_INIT
 
 #define PMR_MPI_F_SEND(fname, cname)                                                               \
@@ -134,6 +136,7 @@ PMR_MPI_F_INIT(mpi_irecv_, MPI_Irecv)
 PMR_MPI_F_SEND(mpi_send_, MPI_Send)
 PMR_MPI_F_SEND(mpi_ssend_, MPI_Ssend)
 PMR_MPI_F_SEND(mpi_rsend_, MPI_Rsend)
+PMR_MPI_F_SEND(mpi_bsend_, MPI_Bsend)
 #undef PMR_MPI_F_SEND
 
 void mpi_recv_(void* buf, MPI_Fint* count, MPI_Fint* type, MPI_Fint* source, MPI_Fint* tag,
@@ -151,6 +154,15 @@ void mpi_sendrecv_(void* sbuf, MPI_Fint* scount, MPI_Fint* stype, MPI_Fint* dest
     *ierr = out(MPI_Sendrecv(buffer(sbuf), *scount, PMPI_Type_f2c(*stype), *dest, *stag,
                              buffer(rbuf), *rcount, PMPI_Type_f2c(*rtype), *source, *rtag,
                              PMPI_Comm_f2c(*comm), status_out(status, &c)));
+    status_back(status, &c);
+}
+
+void mpi_sendrecv_replace_(void* buf, MPI_Fint* count, MPI_Fint* type, MPI_Fint* dest,
+                           MPI_Fint* stag, MPI_Fint* source, MPI_Fint* rtag, MPI_Fint* comm,
+                           MPI_Fint* status, MPI_Fint* ierr) {
+    MPI_Status c;
+    *ierr = out(MPI_Sendrecv_replace(buffer(buf), *count, PMPI_Type_f2c(*type), *dest, *stag,
+                                     *source, *rtag, PMPI_Comm_f2c(*comm), status_out(status, &c)));
     status_back(status, &c);
 }
 
@@ -235,6 +247,78 @@ void mpi_waitsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MP
     if (n != MPI_UNDEFINED) {
         s.back(n);
     }
+}
+
+void mpi_testany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint* flag,
+                  MPI_Fint* status, MPI_Fint* ierr) {
+    MPI_Status c;
+    int i = 0;
+    int f = 0;
+    {
+        Requests r(requests, *count);
+        *ierr = out(MPI_Testany(*count, r.data(), &i, &f, status_out(status, &c)));
+    }
+    *flag = f;
+    *index = i == MPI_UNDEFINED ? MPI_UNDEFINED : i + 1;
+    if (f != 0) {
+        status_back(status, &c);
+    }
+}
+
+void mpi_testsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices,
+                   MPI_Fint* statuses, MPI_Fint* ierr) {
+    Statuses s(statuses, *incount);
+    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
+    int n = 0;
+    {
+        Requests r(requests, *incount);
+        *ierr = out(MPI_Testsome(*incount, r.data(), &n, idx.data(), s.data()));
+    }
+    *outcount = n;
+    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
+        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
+    }
+    if (n != MPI_UNDEFINED) {
+        s.back(n);
+    }
+}
+
+void mpi_request_get_status_(MPI_Fint* request, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr) {
+    MPI_Status c;
+    int f = 0;
+    *ierr = out(MPI_Request_get_status(PMPI_Request_f2c(*request), &f, status_out(status, &c)));
+    *flag = f;
+    if (f != 0) {
+        status_back(status, &c);
+    }
+}
+
+void mpi_improbe_(MPI_Fint* source, MPI_Fint* tag, MPI_Fint* comm, MPI_Fint* flag,
+                  MPI_Fint* message, MPI_Fint* status, MPI_Fint* ierr) {
+    MPI_Status c;
+    MPI_Message m = MPI_MESSAGE_NULL;
+    int f = 0;
+    *ierr = out(MPI_Improbe(*source, *tag, PMPI_Comm_f2c(*comm), &f, &m, status_out(status, &c)));
+    *flag = f;
+    if (f != 0) {
+        *message = PMPI_Message_c2f(m);
+        status_back(status, &c);
+    }
+}
+
+void mpi_mprobe_(MPI_Fint* source, MPI_Fint* tag, MPI_Fint* comm, MPI_Fint* message,
+                 MPI_Fint* status, MPI_Fint* ierr) {
+    MPI_Status c;
+    MPI_Message m = MPI_MESSAGE_NULL;
+    *ierr = out(MPI_Mprobe(*source, *tag, PMPI_Comm_f2c(*comm), &m, status_out(status, &c)));
+    *message = PMPI_Message_c2f(m);
+    status_back(status, &c);
+}
+
+void mpi_type_free_(MPI_Fint* type, MPI_Fint* ierr) {
+    MPI_Datatype t = PMPI_Type_f2c(*type);
+    *ierr = out(MPI_Type_free(&t));
+    *type = PMPI_Type_c2f(t);
 }
 
 void mpi_request_free_(MPI_Fint* request, MPI_Fint* ierr) {

@@ -99,6 +99,8 @@ const char* reason_name(Reason reason) noexcept {
         return "messages above PMR_MPI_MAX_BYTES";
     case Reason::refused:
         return "the sender declined";
+    case Reason::cancelled:
+        return "the program cancelled a receive held by MPI";
     case Reason::datatype:
         return "datatype or operation pmr does not reduce";
     case Reason::disagreement:
@@ -471,7 +473,7 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
             windows.emplace_back(c, capacity + header_bytes);
         }
         OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
-        if (stream == nullptr || stream->carried) {
+        if (stream == nullptr || stream->carried || cancel_seen_) {
             const std::int64_t answer[6] = {
                 refuse_stream, message[1], tag, static_cast<std::int64_t>(Reason::refused), 0, 0};
             call(PMPI_Send)(answer, 6, MPI_INT64_T, from_world, control_tag, control_);
@@ -770,6 +772,8 @@ void Interposer::activate_recv(Op& op) {
                 }
                 if (const Reason r = c->tainted(op.peer, op.tag); r != Reason::carried) {
                     s->reason = r;
+                } else if (cancel_seen_) {
+                    s->reason = Reason::cancelled;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
                 } else if (s->repeats >= settings_.repeats) {
@@ -1466,6 +1470,9 @@ int Interposer::request_free(MPI_Request* request) {
 int Interposer::cancel(MPI_Request* request) {
     Op* op = op_of(*request);
     if (op == nullptr || op->on_mpi) {
+        // A receive MPI holds may go unmatched: the streams' counts of messages taken from MPI
+        // are no longer known, so nothing more is switched to pmr (carried streams stay).
+        cancel_seen_ = true;
         return PMPI_Cancel(request);
     }
     if (!op->active || op->complete || op->kind == Op::Kind::send) {

@@ -46,6 +46,7 @@ enum class Reason : unsigned char {
     intercomm,
     self,
     too_large,    // above PMR_MPI_MAX_BYTES
+    cancelled,    // the program cancelled a receive MPI held (its count of messages is unknown)
     refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
     datatype,     // collectives: not a built-in type or operation pmr reduces
     disagreement, // collectives: the ranks did not all qualify
@@ -322,6 +323,7 @@ private:
     std::unordered_map<MPI_Datatype, TypeInfo> types_;
     std::uint64_t own_mpi_calls_ = 0;
     std::string off_reason_;
+    bool cancel_seen_ = false; // no stream is proposed after that
 };
 
 /// Set while pmr itself runs: its MPI calls go straight to MPI.
