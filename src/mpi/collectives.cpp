@@ -266,6 +266,8 @@ void Interposer::write_report() {
         received_messages,
         received_bytes,
         mpi_messages_of_carried,
+        window_bytes,
+        setup_microseconds,
         collectives_seen,
         collective_runs,
         collective_bytes,
@@ -302,6 +304,9 @@ void Interposer::write_report() {
             mine[received_bytes] += s.pmr_received.bytes;
             if (s.state == InStream::State::carried) {
                 mine[mpi_messages_of_carried] += s.switch_at;
+                // Both ends' windows: the receiver's ring and the sender's.
+                mine[window_bytes] += 2 * s.slots.size() * (s.capacity + 8);
+                mine[setup_microseconds] += static_cast<unsigned long long>(s.setup_seconds * 1e6);
             }
         }
         for (auto& entry : comm.collectives) {
@@ -349,6 +354,14 @@ void Interposer::write_report() {
                  " (%llu earlier messages of them went through MPI before the switch)\n",
                  sum[sent_messages], sum[sent_bytes], sum[received_messages], sum[received_bytes],
                  sum[mpi_messages_of_carried]);
+    if (sum[stream_reasons] != 0) {
+        std::fprintf(f,
+                     "  per carried stream: %.1f us from proposal to switch (mean), %llu bytes "
+                     "of windows (both ends)\n",
+                     static_cast<double>(sum[setup_microseconds]) /
+                         static_cast<double>(sum[stream_reasons]),
+                     sum[window_bytes] / sum[stream_reasons]);
+    }
     for (std::size_t r = 1; r < reasons; ++r) {
         if (sum[stream_reasons + r] != 0) {
             std::fprintf(f, "  streams on MPI, %s: %llu\n", reason_name(static_cast<Reason>(r)),

@@ -419,6 +419,7 @@ void Interposer::propose(InStream& stream) {
         stream.slots.emplace_back(c, capacity + header_bytes);
     }
     stream.capacity = capacity;
+    stream.proposed_at = call(PMPI_Wtime)();
     const std::int64_t message[6] = {propose_stream,
                                      static_cast<std::int64_t>(stream.comm->id),
                                      stream.tag,
@@ -519,6 +520,7 @@ void Interposer::accept(InStream& stream, std::uint64_t switch_at) {
     }
     stream.full.assign(stream.slots.size(), 0);
     stream.switch_at = switch_at;
+    stream.setup_seconds = call(PMPI_Wtime)() - stream.proposed_at;
     stream.state = InStream::State::carried;
     stream.reason = Reason::carried;
 }

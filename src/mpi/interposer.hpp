@@ -138,7 +138,9 @@ struct InStream {
     std::vector<pmr::RecvWindow<std::byte>> slots;
     std::vector<unsigned char> full; // the slot's round completed and is not consumed yet
     unsigned next = 0;
-    Op* partial = nullptr; // a receive that has taken the first chunks of a long message
+    Op* partial = nullptr;    // a receive that has taken the first chunks of a long message
+    double proposed_at = 0;   // MPI_Wtime of the proposal
+    double setup_seconds = 0; // from the proposal to the sender's answer
     Counters pmr_received;
     Counters mpi_received;
 };
