@@ -99,6 +99,8 @@ const char* reason_name(Reason reason) noexcept {
         return "messages above PMR_MPI_MAX_BYTES";
     case Reason::refused:
         return "the sender declined";
+    case Reason::stream_limit:
+        return "PMR_MPI_MAX_STREAMS streams carried already";
     case Reason::cancelled:
         return "the program cancelled a receive held by MPI";
     case Reason::datatype:
@@ -152,6 +154,9 @@ void Interposer::start(int provided_thread_level) {
     settings_.max_bytes = parse_bytes(std::getenv("PMR_MPI_MAX_BYTES"), settings_.max_bytes);
     if (const char* s = std::getenv("PMR_MPI_SLOTS"); s != nullptr && *s != '\0') {
         settings_.slots = static_cast<unsigned>(std::clamp(std::strtol(s, nullptr, 10), 1L, 64L));
+    }
+    if (const char* m = std::getenv("PMR_MPI_MAX_STREAMS"); m != nullptr && *m != '\0') {
+        settings_.max_streams = static_cast<unsigned>(std::max(0L, std::strtol(m, nullptr, 10)));
     }
     const char* report = std::getenv("PMR_MPI_REPORT");
     settings_.report = report != nullptr && *report != '\0' && std::strcmp(report, "0") != 0;
@@ -405,6 +410,7 @@ pmr::Connection& Interposer::connection(int world_peer) {
 }
 
 void Interposer::propose(InStream& stream) {
+    ++streams_in_;
     stream.state = InStream::State::proposing;
     ++stream.comm->open_streams;
     ++open_proposals_;
@@ -474,12 +480,14 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
             windows.emplace_back(c, capacity + header_bytes);
         }
         OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
-        if (stream == nullptr || stream->carried || cancel_seen_) {
+        if (stream == nullptr || stream->carried || cancel_seen_ ||
+            streams_out_ >= settings_.max_streams) {
             const std::int64_t answer[6] = {
                 refuse_stream, message[1], tag, static_cast<std::int64_t>(Reason::refused), 0, 0};
             call(PMPI_Send)(answer, 6, MPI_INT64_T, from_world, control_tag, control_);
             return;
         }
+        ++streams_out_;
         stream->slots = std::move(windows);
         stream->busy.assign(slots, 0);
         stream->capacity = capacity;
@@ -507,6 +515,7 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
         accept(*stream, static_cast<std::uint64_t>(message[3]));
     } else {
         stream->slots.clear(); // never used: both sides' windows go
+        --streams_in_;
         stream->state = InStream::State::refused;
         stream->reason = Reason::refused;
         --stream->comm->open_streams;
@@ -776,6 +785,8 @@ void Interposer::activate_recv(Op& op) {
                     s->reason = r;
                 } else if (cancel_seen_) {
                     s->reason = Reason::cancelled;
+                } else if (streams_in_ >= settings_.max_streams) {
+                    s->reason = Reason::stream_limit;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
                 } else if (s->repeats >= settings_.repeats) {

@@ -46,6 +46,7 @@ enum class Reason : unsigned char {
     intercomm,
     self,
     too_large,    // above PMR_MPI_MAX_BYTES
+    stream_limit, // PMR_MPI_MAX_STREAMS streams are carried already
     cancelled,    // the program cancelled a receive MPI held (its count of messages is unknown)
     refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
     datatype,     // collectives: not a built-in type or operation pmr reduces
@@ -58,7 +59,8 @@ struct Settings {
     Mode mode = Mode::all;
     unsigned repeats = 3;
     std::size_t max_bytes = std::size_t{64} << 10;
-    unsigned slots = 4;
+    unsigned slots = 2;
+    unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
 };
 
@@ -326,6 +328,8 @@ private:
     std::uint64_t own_mpi_calls_ = 0;
     std::string off_reason_;
     bool cancel_seen_ = false; // no stream is proposed after that
+    unsigned streams_in_ = 0;  // proposed or carried, as receiver
+    unsigned streams_out_ = 0; // carried, as sender
 };
 
 /// Set while pmr itself runs: its MPI calls go straight to MPI.
