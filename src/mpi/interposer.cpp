@@ -1280,6 +1280,7 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
         return PMPI_Waitall(count, requests, statuses);
     }
     int errors = 0;
+    Comm* failed = nullptr; // the communicator of a carried receive that failed (truncation)
     std::vector<unsigned char> done(static_cast<std::size_t>(count), 0);
     int left = count;
     unsigned spins = 0;
@@ -1295,7 +1296,11 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
             if (op != nullptr && !op->on_mpi && op->active) {
                 if (op->complete) {
                     finished = 1;
+                    Comm* comm = op->comm;
                     rc = finish_request(&requests[i], st);
+                    if (rc != MPI_SUCCESS && failed == nullptr) {
+                        failed = comm;
+                    }
                 }
             } else {
                 rc = PMPI_Test(&requests[i], &finished, st);
@@ -1321,7 +1326,14 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
         progress();
         relax(spins);
     }
-    return errors == 0 ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+    if (errors == 0) {
+        return MPI_SUCCESS;
+    }
+    if (failed != nullptr) {
+        // As MPI would: the error handler of the request's communicator decides.
+        call(PMPI_Comm_call_errhandler)(failed->handle, MPI_ERR_IN_STATUS);
+    }
+    return MPI_ERR_IN_STATUS;
 }
 
 int Interposer::waitany(int count, MPI_Request* requests, int* index, MPI_Status* status) {
