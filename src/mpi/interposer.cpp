@@ -233,6 +233,17 @@ void Interposer::finish() {
         return;
     }
     call(PMPI_Barrier)(control_);
+    // Control messages no one waited for any more (a proposal that met its sender's
+    // MPI_Finalize): received and dropped, so that none is left unmatched in MPI.
+    for (;;) {
+        int flag = 0;
+        call(PMPI_Test)(&control_request_, &flag, MPI_STATUS_IGNORE);
+        if (flag == 0) {
+            break;
+        }
+        call(PMPI_Irecv)(control_buffer_, 6, MPI_INT64_T, MPI_ANY_SOURCE, control_tag, control_,
+                         &control_request_);
+    }
     try {
         for (auto& entry : comms_) {
             entry.second->collectives.clear();

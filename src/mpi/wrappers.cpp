@@ -268,6 +268,11 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
         }
         MPI_Status st[2];
         rc = in.waitall(2, r, st);
+        if (source == MPI_PROC_NULL) {
+            // MPI's status of a receive from MPI_PROC_NULL (MPICH 4.0's MPI_Test of a
+            // non-blocking one reports source 0).
+            pmr::mpi::set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+        }
         if (status != MPI_STATUS_IGNORE) {
             *status = st[0];
         }
@@ -299,6 +304,11 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         }
         MPI_Status st[2];
         rc = in.waitall(2, r, st);
+        if (source == MPI_PROC_NULL) {
+            // MPI's status of a receive from MPI_PROC_NULL (MPICH 4.0's MPI_Test of a
+            // non-blocking one reports source 0).
+            pmr::mpi::set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+        }
         if (status != MPI_STATUS_IGNORE) {
             *status = st[0];
         }

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
             int cls = 0;
             MPI_Error_class(rc, &cls);
             EXPECT(cls == MPI_ERR_TRUNCATE, "truncation returned class %d", cls);
-            EXPECT(small[0] == 1 && small[3] == 4, "truncated data %d..%d", small[0], small[3]);
+            /* What lands inside the buffer is the implementation's choice (MPICH writes none). */
             EXPECT(small[4] == -7 && small[5] == -7, "written past the buffer: %d %d", small[4],
                    small[5]);
         }
