@@ -133,7 +133,7 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
         if (!comm.pcomm) {
             comm.pcomm = std::make_unique<pmr::Communicator>(comm.handle);
         }
-        if (key.kind == 0) {
+        if (key.kind == 0 || key.kind == 3) {
             pmr::ReduceOp op{};
             reduce_op_of(key.op, op);
             state.core = pmr::detail::CollectiveCore::allreduce(
@@ -193,6 +193,50 @@ int Interposer::allreduce(const void* in, void* out, int count, MPI_Datatype typ
     std::memcpy(data, in == MPI_IN_PLACE ? out : in, state->bytes);
     run(*state);
     std::memcpy(out, data, state->bytes);
+    return MPI_SUCCESS;
+}
+
+int Interposer::iallreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
+                           MPI_Comm comm, MPI_Request* request) {
+    Comm* c = find(comm);
+    if (c == nullptr || c->id == 0 || count <= 0) {
+        return PMPI_Iallreduce(in, out, count, type, op, comm, request);
+    }
+    const ElementKind kind = element_of(type);
+    pmr::ReduceOp reduce{};
+    bool qualifies = kind != ElementKind::bytes && reduce_op_of(op, reduce);
+    if (qualifies && (kind == ElementKind::c32 || kind == ElementKind::c64)) {
+        qualifies = reduce == pmr::ReduceOp::sum;
+    }
+    // A signature of its own: blocking and non-blocking collectives are separate sequences.
+    CollectiveKey key{3, count, type, op, 0};
+    auto& pending = c->collectives[key];
+    if (!pending.decided) {
+        pending.bytes = static_cast<std::size_t>(count) * element_bytes(kind);
+    }
+    CollectiveState* state = collective(*c, key, qualifies);
+    if (state == nullptr) {
+        return PMPI_Iallreduce(in, out, count, type, op, comm, request);
+    }
+    if (state->core.active()) {
+        // The previous run of this signature is still in flight here (every rank started it):
+        // one run at a time.
+        wait_until([this, state] {
+            for (Op* o : collective_ops_) {
+                if (o->collective == state) {
+                    return false;
+                }
+            }
+            return true;
+        });
+    }
+    std::memcpy(state->core.data(), in == MPI_IN_PLACE ? out : in, state->bytes);
+    state->core.start();
+    Op* o = make_op(Op::Kind::collective, false, out, count, type, MPI_PROC_NULL, 0, c);
+    o->collective = state;
+    o->active = true;
+    collective_ops_.push_back(o);
+    *request = o->handle;
     return MPI_SUCCESS;
 }
 

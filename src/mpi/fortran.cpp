@@ -355,6 +355,14 @@ void mpi_allreduce_(void* sbuf, void* rbuf, MPI_Fint* count, MPI_Fint* type, MPI
                               PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm)));
 }
 
+void mpi_iallreduce_(void* sbuf, void* rbuf, MPI_Fint* count, MPI_Fint* type, MPI_Fint* op,
+                     MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    *ierr = out(MPI_Iallreduce(buffer(sbuf), buffer(rbuf), *count, PMPI_Type_f2c(*type),
+                               PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &r));
+    *request = PMPI_Request_c2f(r);
+}
+
 void mpi_barrier_(MPI_Fint* comm, MPI_Fint* ierr) {
     *ierr = out(MPI_Barrier(PMPI_Comm_f2c(*comm)));
 }

@@ -1052,6 +1052,20 @@ void Interposer::complete_op(Op& op) {
 }
 
 void Interposer::progress() {
+    for (std::size_t i = 0; i < collective_ops_.size();) {
+        Op& op = *collective_ops_[i];
+        if (op.collective->core.test()) {
+            std::memcpy(op.buf, op.collective->core.data(), op.collective->bytes);
+            ++op.collective->carried.messages;
+            op.collective->carried.bytes += op.collective->bytes;
+            collective_ops_[i] = collective_ops_.back();
+            collective_ops_.pop_back();
+            set_status(&op.status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+            complete_op(op);
+        } else {
+            ++i;
+        }
+    }
     for (std::size_t i = 0; i < busy_streams_.size();) {
         OutStream& s = *busy_streams_[i];
         bool any = false;
@@ -1167,7 +1181,7 @@ int Interposer::finish_request(MPI_Request* request, MPI_Status* status) {
     Op* op = op_of(*request);
     const int error = op->error;
     if (status != MPI_STATUS_IGNORE) {
-        if (op->kind == Op::Kind::send) {
+        if (op->kind != Op::Kind::recv) {
             set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
         } else {
             *status = op->status;
@@ -1511,7 +1525,7 @@ int Interposer::cancel(MPI_Request* request) {
         cancel_seen_ = true;
         return PMPI_Cancel(request);
     }
-    if (!op->active || op->complete || op->kind == Op::Kind::send) {
+    if (!op->active || op->complete || op->kind != Op::Kind::recv) {
         return MPI_SUCCESS; // completed: the cancel has no effect
     }
     if (op->in_queue && (op->comm == nullptr || op->got == 0)) {

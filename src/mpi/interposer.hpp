@@ -71,12 +71,13 @@ struct TypeInfo {
 };
 
 struct Comm;
+struct CollectiveState;
 struct InStream;
 struct OutStream;
 
 /// A request the interposer handles (carried or deferred); everything else stays MPI's own.
 struct Op {
-    enum class Kind : unsigned char { send, recv };
+    enum class Kind : unsigned char { send, recv, collective };
     Kind kind = Kind::recv;
     bool persistent = false;
     bool active = false;
@@ -100,6 +101,7 @@ struct Op {
     std::size_t total = 0;
     std::vector<std::byte> staging; // packed data of non-contiguous receives
     InStream* partial_of = nullptr;
+    CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
 };
 
 struct Counters {
@@ -246,6 +248,8 @@ public:
     // Collectives.
     int allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm);
+    int iallreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm, MPI_Request* request);
     int barrier(MPI_Comm comm);
     int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 
@@ -323,7 +327,7 @@ private:
     std::vector<MPI_Request> shells_;
     std::vector<OutStream*> busy_streams_;
     std::vector<Comm*> deferring_comms_;
-    std::vector<Op*> orphans_; // freed while active
+    std::vector<Op*> collective_ops_; // carried MPI_Iallreduce runs in flight
     std::unordered_map<MPI_Datatype, TypeInfo> types_;
     std::uint64_t own_mpi_calls_ = 0;
     std::string off_reason_;

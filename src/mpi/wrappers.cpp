@@ -442,6 +442,15 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
     return enter(
         [&] { return Interposer::get().allreduce(sendbuf, recvbuf, count, type, op, comm); });
 }
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm, MPI_Request* request) {
+    if (bypass()) {
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    }
+    return enter([&] {
+        return Interposer::get().iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    });
+}
 int MPI_Barrier(MPI_Comm comm) {
     if (bypass()) {
         return PMPI_Barrier(comm);

@@ -336,6 +336,14 @@ int main(int argc, char** argv) {
             expect *= k;
         }
         EXPECT(lp == expect, "prod %lld", lp);
+        /* Non-blocking global sums, two in flight at once, with point-to-point in between. */
+        double in1 = rank + it, out1 = 0, in2 = 2.0 * rank, out2 = 0;
+        MPI_Request rr[2];
+        MPI_Iallreduce(&in1, &out1, 1, MPI_DOUBLE, MPI_SUM, comm, &rr[0]);
+        MPI_Iallreduce(&in2, &out2, 1, MPI_DOUBLE, MPI_SUM, comm, &rr[1]);
+        MPI_Waitall(2, rr, MPI_STATUSES_IGNORE);
+        EXPECT(out1 == size * (size - 1) / 2.0 + size * it && out2 == size * (size - 1.0),
+               "iallreduce %g %g", out1, out2);
         int b[2] = {rank == 0 ? 100 + it : -1, rank == 0 ? 7 : -1};
         MPI_Bcast(b, 2, MPI_INT, 0, comm);
         EXPECT(b[0] == 100 + it && b[1] == 7, "bcast %d %d", b[0], b[1]);
