@@ -7,6 +7,7 @@
 
 #if defined(OPEN_MPI)
 
+#include <cstddef>
 #include <vector>
 
 extern "C" {
@@ -76,7 +77,8 @@ public:
     }
     void back(int count) {
         for (int i = 0; i < count && !c_.empty(); ++i) {
-            PMPI_Status_c2f(&c_[static_cast<std::size_t>(i)], fortran_ + i * status_size);
+            PMPI_Status_c2f(&c_[static_cast<std::size_t>(i)],
+                            fortran_ + static_cast<std::ptrdiff_t>(i) * status_size);
         }
     }
 
