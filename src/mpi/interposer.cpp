@@ -262,10 +262,14 @@ void Interposer::finish() {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "pmr-mpi: rank %d while closing: %s\n", world_rank_, e.what());
     }
-    for (auto& shell : shells_) {
-        call(PMPI_Request_free)(&shell);
+    for (auto& entry : ops_) {
+        if (!entry.second->persistent) { // our shells; persistent requests are the program's
+            MPI_Request shell = entry.first;
+            call(PMPI_Request_free)(&shell);
+        }
     }
-    shells_.clear();
+    ops_.clear();
+    free_ops_.clear();
     if (control_request_ != MPI_REQUEST_NULL) {
         call(PMPI_Cancel)(&control_request_);
         call(PMPI_Wait)(&control_request_, MPI_STATUS_IGNORE);
@@ -722,36 +726,42 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
 
 Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type,
                         int peer, int tag, Comm* comm) {
-    auto op = std::make_unique<Op>();
+    Op* op = nullptr;
+    if (!free_ops_.empty()) {
+        // Operations and their handles are kept and reused: a plain receive or send in the
+        // steady state allocates nothing and makes no MPI call.
+        op = free_ops_.back();
+        free_ops_.pop_back();
+        const MPI_Request handle = op->handle;
+        std::vector<std::byte> staging = std::move(op->staging);
+        *op = Op{};
+        op->handle = handle;
+        op->staging = std::move(staging);
+        op->staging.clear();
+    } else {
+        auto fresh = std::make_unique<Op>();
+        // A real, never started persistent request: a handle every MPI call accepts (also
+        // through the Fortran bindings), which stands for an operation the interposer carries.
+        call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &fresh->handle);
+        op = fresh.get();
+        ops_[op->handle] = std::move(fresh);
+    }
     op->kind = kind;
     op->persistent = persistent;
-    op->handle = shell();
     op->buf = buf;
     op->count = count;
     op->type = type;
     op->peer = peer;
     op->tag = tag;
     op->comm = comm;
-    Op* raw = op.get();
-    ops_[raw->handle] = std::move(op);
-    return raw;
+    return op;
 }
 
-MPI_Request Interposer::shell() {
-    if (!shells_.empty()) {
-        MPI_Request r = shells_.back();
-        shells_.pop_back();
-        return r;
-    }
-    // A real, never started persistent request: a handle every MPI call accepts (also through
-    // the Fortran bindings), which stands for an operation the interposer carries.
-    MPI_Request r = MPI_REQUEST_NULL;
-    call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &r);
-    return r;
-}
-
-void Interposer::return_shell(MPI_Request handle) {
-    shells_.push_back(handle);
+void Interposer::release(Op& op) {
+    op.active = false;
+    op.complete = false;
+    op.comm = nullptr;
+    free_ops_.push_back(&op);
 }
 
 bool Interposer::defer_needed(const Comm& comm, int source, int tag) const {
@@ -859,11 +869,8 @@ int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int t
     activate_recv(*op);
     if (op->on_mpi) {
         // Straight to MPI after all: hand the application MPI's own request.
-        MPI_Request inner = op->inner;
-        MPI_Request handle = op->handle;
-        ops_.erase(handle);
-        return_shell(handle);
-        *request = inner;
+        *request = op->inner;
+        release(*op);
     }
     return MPI_SUCCESS;
 }
@@ -1123,14 +1130,13 @@ bool Interposer::own_pending(int count, const MPI_Request* requests) noexcept {
 
 void Interposer::retire(Op& op) {
     // A completed operation the application no longer holds (freed, or a finished plain one).
-    const MPI_Request handle = op.handle;
     if (op.persistent) {
-        MPI_Request h = handle;
+        MPI_Request h = op.handle;
+        ops_.erase(op.handle);
         PMPI_Request_free(&h);
     } else {
-        return_shell(handle);
+        release(op);
     }
-    ops_.erase(handle);
 }
 
 int Interposer::start(MPI_Request* request) {
@@ -1190,8 +1196,7 @@ int Interposer::finish_request(MPI_Request* request, MPI_Status* status) {
     op->active = false;
     op->complete = false;
     if (!op->persistent) {
-        return_shell(op->handle);
-        ops_.erase(*request);
+        release(*op);
         *request = MPI_REQUEST_NULL;
     }
     return error;
@@ -1506,8 +1511,7 @@ int Interposer::request_free(MPI_Request* request) {
             ops_.erase(handle);
             return PMPI_Request_free(request);
         }
-        return_shell(op->handle);
-        ops_.erase(*request);
+        release(*op);
         *request = MPI_REQUEST_NULL;
         return MPI_SUCCESS;
     }

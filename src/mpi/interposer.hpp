@@ -298,8 +298,7 @@ private:
     bool own_pending(int count, const MPI_Request* requests) noexcept;
     int finish_request(MPI_Request* request, MPI_Status* status);
     void wait_until(const std::function<bool()>& done);
-    MPI_Request shell();
-    void return_shell(MPI_Request handle);
+    void release(Op& op);
     const TypeInfo& type_info(MPI_Datatype type);
     void fail(Comm* comm, int code, const std::string& what);
 
@@ -324,7 +323,7 @@ private:
     std::unordered_map<std::uint64_t, Comm*> by_id_;
     std::vector<std::unique_ptr<Comm>> freed_comms_;
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> ops_;
-    std::vector<MPI_Request> shells_;
+    std::vector<Op*> free_ops_; // kept with their handles for the next plain operation
     std::vector<OutStream*> busy_streams_;
     std::vector<Comm*> deferring_comms_;
     std::vector<Op*> collective_ops_; // carried MPI_Iallreduce runs in flight
