@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the source tree includes only downward:
 #   include/pmr (public API)  <-  src/base  <-  src/rails, src/bootstrap  <-  src/providers
-#   <-  src/core  <-  src/capi;  src/collectives builds on the public API and src/base only.
+#   <-  src/core  <-  src/capi;  src/collectives builds on the public API and src/base only;
+#   src/qmp (QMP on pmr) on the public API only.
 # Public headers (<pmr/...>) may be included everywhere and include nothing from src/. A provider
 # folder includes base, rails and providers/interface.hpp, never another provider.
 #   scripts/check-layers.sh   (exit 1 and one line per violation)
@@ -16,6 +17,7 @@ rank() {
     core) echo 3 ;;
     capi) echo 4 ;;
     collectives) echo 5 ;;
+    qmp) echo 6 ;;
     *) echo 99 ;;
   esac
 }
@@ -41,7 +43,9 @@ while IFS= read -r file; do
     other=${target%%/*}
     theirs=$(rank "$other")
     [ "$theirs" = 99 ] && continue # a header of the same folder, e.g. "blob.hpp"
-    if [ "$layer" = collectives ]; then
+    if [ "$layer" = qmp ]; then
+      report "$file:$line: qmp builds on the public API only, not on $target"
+    elif [ "$layer" = collectives ]; then
       if [ "$other" != base ] && [ "$other" != collectives ]; then
         report "$file:$line: collectives build on the public API and base only, not on $target"
       fi
