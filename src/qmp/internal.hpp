@@ -98,6 +98,9 @@ struct QMP_msghandle_struct {
     pmr::Connection connection;
     pmr::SendWindow<std::byte> send;
     pmr::RecvWindow<std::byte> recv;
+    /// Contiguous message memory from QMP_allocate_memory (pmr memory): the window lies over it,
+    /// no copies, reached by every provider's fastest path; such a handle cannot move.
+    bool direct = false;
     bool granted = false;            ///< a receive whose buffer was granted by QMP_clear_to_send
     QMP_msghandle_t owner = nullptr; ///< the multiple handle that holds this one
     std::vector<QMP_msghandle_t> parts;

@@ -12,9 +12,11 @@
 // QMP_change_address only moves where data is packed from or unpacked to.
 #include "internal.hpp"
 
+#include <pmr/memory.hpp>
 #include <pmr/target.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -35,6 +37,8 @@ namespace {
 constexpr int explicit_tag = 200;
 constexpr int reverse_offset = 1000;
 constexpr int max_axes = explicit_tag / 2;
+/// pmr::allocate_bytes aligns to pages (4 KiB at least).
+constexpr std::size_t page_bytes = 4096;
 
 using Block = QMP_msgmem_struct::Block;
 
@@ -100,6 +104,29 @@ void unpack(QMP_msghandle_t h) {
     }
 }
 
+/// PMR_QMP_DIRECT=0 makes every handle copy (so that every handle can move).
+bool direct_allowed() {
+    static const bool allowed = [] {
+        const char* value = std::getenv("PMR_QMP_DIRECT");
+        return value == nullptr || std::strcmp(value, "0") != 0;
+    }();
+    return allowed;
+}
+
+/// Makes the window of a single handle: over the user's memory for a direct handle, else
+/// library-owned (the transfer goes through it, packed and unpacked).
+void make_window(QMP_msghandle_t h) {
+    if (h->kind == QMP_msghandle_struct::Kind::send) {
+        h->send = h->direct ? pmr::SendWindow<std::byte>(
+                                  h->connection, reinterpret_cast<std::byte*>(h->base), h->bytes)
+                            : pmr::SendWindow<std::byte>(h->connection, h->bytes);
+    } else {
+        h->recv = h->direct ? pmr::RecvWindow<std::byte>(
+                                  h->connection, reinterpret_cast<std::byte*>(h->base), h->bytes)
+                            : pmr::RecvWindow<std::byte>(h->connection, h->bytes);
+    }
+}
+
 /// The single handles of `h`: itself, or the parts of a multiple handle.
 template <class F>
 void for_each_single(QMP_msghandle_t h, F&& f) {
@@ -160,11 +187,9 @@ QMP_msghandle_t declare(const char* call, QMP_comm_t comm, QMP_msgmem_t m, int p
         h->blocks = m->blocks;
         h->bytes = m->bytes;
         h->connection = pmr::Connection(target);
-        if (sending) {
-            h->send = pmr::SendWindow<std::byte>(h->connection, h->bytes);
-        } else {
-            h->recv = pmr::RecvWindow<std::byte>(h->connection, h->bytes);
-        }
+        h->direct = direct_allowed() && h->blocks.size() == 1 && h->blocks[0].offset == 0 &&
+                    pmr::is_pmr_memory(h->base, h->bytes);
+        make_window(h.get());
         state().handles.push_back(h.get());
         made = h.release();
     });
@@ -176,7 +201,9 @@ void start_single(QMP_msghandle_t h) {
         throw Failure{QMP_INVALID_OP, "the handle was started and has not completed"};
     }
     if (h->kind == QMP_msghandle_struct::Kind::send) {
-        pack(h);
+        if (!h->direct) {
+            pack(h);
+        }
         h->send.init();
         h->send.post();
     } else {
@@ -208,6 +235,21 @@ void wait_singles(const std::vector<QMP_msghandle_t>& list) {
     for (QMP_msghandle_t h : list) {
         h->phase = QMP_msghandle_struct::Phase::idle;
     }
+}
+
+/// A direct handle's window lies over its memory for good.
+void check_movable(QMP_msghandle_t h, const char* addr) {
+    if (h->direct && addr != h->base) {
+        throw Failure{QMP_NOTSUPPORTED,
+                      "the handle sends from or receives into its QMP_allocate_memory memory "
+                      "directly and cannot move; declare message memory elsewhere for handles "
+                      "that move, or set PMR_QMP_DIRECT=0"};
+    }
+}
+
+void move_to(QMP_msghandle_t h, char* addr) {
+    check_movable(h, addr);
+    h->base = addr;
 }
 
 QMP_msghandle_t check_handle(QMP_msghandle_t h) {
@@ -277,7 +319,7 @@ bool poll(QMP_msghandle_t h) {
     if (!complete) {
         return false;
     }
-    if (h->kind == QMP_msghandle_struct::Kind::recv) {
+    if (h->kind == QMP_msghandle_struct::Kind::recv && !h->direct) {
         unpack(h);
     }
     h->phase = QMP_msghandle_struct::Phase::done;
@@ -333,9 +375,14 @@ QMP_mem_t* QMP_allocate_aligned_memory(size_t nbytes, size_t alignment, int flag
         const std::size_t align = std::max(alignment, alignof(std::max_align_t));
         auto m = std::make_unique<QMP_mem_struct>();
         m->alignment = align;
-        m->raw = ::operator new(nbytes == 0 ? 1 : nbytes, std::align_val_t(align));
+        if (align <= qmp::page_bytes) {
+            // pmr memory: a window over it is reached by every provider's fastest path.
+            m->raw = pmr::allocate_bytes(nbytes == 0 ? 1 : nbytes);
+        } else {
+            m->raw = ::operator new(nbytes == 0 ? 1 : nbytes, std::align_val_t(align));
+            std::memset(m->raw, 0, nbytes);
+        }
         m->aligned = m->raw;
-        std::memset(m->aligned, 0, nbytes);
         mem = m.release();
     });
     return rc == QMP_SUCCESS ? mem : nullptr;
@@ -351,7 +398,11 @@ void* QMP_get_memory_pointer(QMP_mem_t* mem) {
 
 void QMP_free_memory(QMP_mem_t* mem) {
     if (mem != nullptr) {
-        ::operator delete(mem->raw, std::align_val_t(mem->alignment));
+        if (mem->alignment <= qmp::page_bytes) {
+            pmr::deallocate_bytes(mem->raw);
+        } else {
+            ::operator delete(mem->raw, std::align_val_t(mem->alignment));
+        }
         delete mem;
     }
 }
@@ -487,7 +538,7 @@ QMP_status_t QMP_change_address(QMP_msghandle_t msg, void* addr) {
             if (msg->phase == QMP_msghandle_struct::Phase::active) {
                 throw Failure{QMP_INVALID_OP, "the handle is in flight"};
             }
-            msg->base = static_cast<char*>(addr);
+            qmp::move_to(msg, static_cast<char*>(addr));
         },
         msg);
 }
@@ -511,7 +562,11 @@ QMP_status_t QMP_change_address_multiple(QMP_msghandle_t msg, void* addr[], int 
                 }
             }
             for (int i = 0; i < naddr; ++i) {
-                msg->parts[static_cast<std::size_t>(i)]->base = static_cast<char*>(addr[i]);
+                qmp::check_movable(msg->parts[static_cast<std::size_t>(i)],
+                                   static_cast<char*>(addr[i]));
+            }
+            for (int i = 0; i < naddr; ++i) {
+                qmp::move_to(msg->parts[static_cast<std::size_t>(i)], static_cast<char*>(addr[i]));
             }
         },
         msg);

@@ -353,6 +353,9 @@ static void test_change_address(void) {
     }
     QMP_msgmem_t ms = QMP_declare_msgmem(out_a, sizeof out_a);
     QMP_msgmem_t mr = QMP_declare_msgmem(in_a, sizeof in_a);
+
+    /* Handles over the program's memory copy through buffers of their own and can move between
+     * any two rounds. */
     QMP_msghandle_t s = QMP_declare_send_to(ms, next, 0);
     QMP_msghandle_t r = QMP_declare_receive_from(mr, prev, 0);
     CHECK_OK(QMP_start(r));
@@ -371,6 +374,39 @@ static void test_change_address(void) {
     CHECK_OK(QMP_wait(r));
     CHECK_OK(QMP_wait(s));
     CHECK(in_b[0] == prev * 100 + 50 && in_b[7] == prev * 100 + 57 && in_a[3] == -1);
+
+    /* Handles over QMP_allocate_memory work on it directly and stay there (QMP_NOTSUPPORTED,
+     * and they go on working). */
+    QMP_mem_t* m_out = QMP_allocate_memory(sizeof out_a);
+    QMP_mem_t* m_in = QMP_allocate_memory(sizeof in_a);
+    int* d_out = QMP_get_memory_pointer(m_out);
+    int* d_in = QMP_get_memory_pointer(m_in);
+    QMP_msgmem_t dms = QMP_declare_msgmem(d_out, sizeof out_a);
+    QMP_msgmem_t dmr = QMP_declare_msgmem(d_in, sizeof in_a);
+    QMP_msghandle_t ds = QMP_declare_send_to(dms, next, 0);
+    QMP_msghandle_t dr = QMP_declare_receive_from(dmr, prev, 0);
+    for (int round = 0; round < 3; ++round) {
+        for (int i = 0; i < 8; ++i) {
+            d_out[i] = rank_ * 100 + 10 * round + i;
+            d_in[i] = -1;
+        }
+        CHECK_OK(QMP_start(dr));
+        CHECK_OK(QMP_start(ds));
+        CHECK_OK(QMP_wait(ds));
+        CHECK_OK(QMP_wait(dr));
+        CHECK(d_in[6] == prev * 100 + 10 * round + 6);
+        if (round == 0) {
+            CHECK_RC(QMP_change_address(dr, in_b), QMP_NOTSUPPORTED);
+            CHECK(strstr(QMP_get_error_string(dr), "cannot move") != NULL);
+            CHECK_OK(QMP_change_address(dr, d_in));
+        }
+    }
+    QMP_free_msghandle(ds);
+    QMP_free_msghandle(dr);
+    QMP_free_msgmem(dms);
+    QMP_free_msgmem(dmr);
+    QMP_free_memory(m_out);
+    QMP_free_memory(m_in);
 
     /* Into a multiple handle: the parts are its own now, and a nested multiple is taken apart. */
     QMP_msghandle_t inner_list[1] = {r};
