@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
         printf("qmp-bench: %d nodes as a %d x %d x %d x %d periodic grid; %d rounds x %d reps, "
                "fastest rep, slowest node\n",
                nodes, o.grid[0], o.grid[1], o.grid[2], o.grid[3], o.rounds, o.reps);
-        printf("%10s %14s %14s %12s %8s\n", "face B", "QMP/pmr us", "MPI persist us",
-               "MPI/QMP", "check");
+        printf("%10s %14s %14s %12s %8s\n", "face B", "QMP/pmr us", "MPI persist us", "MPI/QMP",
+               "check");
     }
     int failures = 0;
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
@@ -243,8 +243,8 @@ int main(int argc, char** argv) {
         best_mpi = m < best_mpi ? m : best_mpi;
     }
     if (node == 0) {
-        printf("%10s %14.3f %14.3f %12.2f %8s   (QMP_sum_double / MPI_Allreduce = %.2f)\n",
-               "sum", best_qmp * 1e6, best_mpi * 1e6, best_mpi / best_qmp, sum_ok ? "ok" : "WRONG",
+        printf("%10s %14.3f %14.3f %12.2f %8s   (QMP_sum_double / MPI_Allreduce = %.2f)\n", "sum",
+               best_qmp * 1e6, best_mpi * 1e6, best_mpi / best_qmp, sum_ok ? "ok" : "WRONG",
                best_qmp / best_mpi);
     }
     failures += !sum_ok;
