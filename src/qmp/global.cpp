@@ -44,19 +44,30 @@ constexpr int type_code() noexcept {
 template <class C, class Make>
 C& cached(QMP_comm_t comm, Kind kind, int type, std::size_t count, Make&& make) {
     const CollectiveKey key{static_cast<int>(kind), type, count};
+    // A solver calls the same operation again and again: skip the lookup then.
+    if (comm->last_collective != nullptr && comm->last_key == key) {
+        return static_cast<C&>(*comm->last_collective);
+    }
     auto it = comm->collectives.find(key);
     if (it == comm->collectives.end()) {
         if (comm->collectives.size() >= cache_limit) {
+            comm->last_collective = nullptr;
             comm->collectives.clear();
         }
         it = comm->collectives.emplace(key, std::make_unique<C>(make())).first;
     }
+    comm->last_key = key;
+    comm->last_collective = it->second.get();
     return static_cast<C&>(*it->second);
 }
 
 /// Runs a collective, completing the node's message handles meanwhile (see progress_all()).
 void run(pmr::Collective& c) {
     c.start();
+    if (state().active.empty()) {
+        c.wait(); // nothing else to complete meanwhile: pmr's own wait
+        return;
+    }
     unsigned rounds = 0;
     while (!c.test()) {
         progress_all();

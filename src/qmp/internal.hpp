@@ -67,9 +67,8 @@ struct QMP_comm_struct {
     /// Persistent collectives, made at the first call of each kind and size (every node makes the
     /// same calls in the same order, so every node makes the same objects).
     std::map<qmp::CollectiveKey, std::unique_ptr<pmr::Collective>> collectives;
-    /// How many explicit (send_to / receive_from) handles this node made per peer and direction,
-    /// for diagnostics only: pairing is by creation order.
-    int handles = 0;
+    qmp::CollectiveKey last_key{};
+    pmr::Collective* last_collective = nullptr; ///< the collective of last_key
 };
 
 struct QMP_msgmem_struct {

@@ -44,7 +44,7 @@ using Block = QMP_msgmem_struct::Block;
 
 /// Joins blocks that continue each other, so a strided layout with stride == block size packs
 /// with one copy.
-std::vector<Block> merged(std::vector<Block> blocks) {
+std::vector<Block> merged(const std::vector<Block>& blocks) {
     std::vector<Block> out;
     for (const Block& b : blocks) {
         if (b.bytes == 0) {
@@ -60,10 +60,10 @@ std::vector<Block> merged(std::vector<Block> blocks) {
     return out;
 }
 
-QMP_msgmem_t make_msgmem(char* base, std::vector<Block> blocks) {
+QMP_msgmem_t make_msgmem(char* base, const std::vector<Block>& blocks) {
     auto* m = new QMP_msgmem_struct;
     m->base = base;
-    m->blocks = merged(std::move(blocks));
+    m->blocks = merged(blocks);
     for (const Block& b : m->blocks) {
         m->bytes += b.bytes;
     }
@@ -358,7 +358,6 @@ void destroy(QMP_msghandle_t h) {
 
 using qmp::Failure;
 using qmp::guarded;
-using qmp::state;
 
 extern "C" {
 
@@ -424,10 +423,11 @@ QMP_msgmem_t QMP_declare_strided_msgmem(void* base, size_t blksize, int nblocks,
             throw Failure{QMP_INVALID_ARG, nblocks < 0 ? "negative block count" : "null memory"};
         }
         std::vector<qmp::Block> blocks;
+        blocks.reserve(static_cast<std::size_t>(nblocks));
         for (int i = 0; i < nblocks; ++i) {
             blocks.push_back({stride * i, blksize});
         }
-        return qmp::make_msgmem(static_cast<char*>(base), std::move(blocks));
+        return qmp::make_msgmem(static_cast<char*>(base), blocks);
     });
 }
 
@@ -449,7 +449,7 @@ QMP_msgmem_t QMP_declare_strided_array_msgmem(void* base[], size_t blksize[], in
                 blocks.push_back({start + stride[a] * i, blksize[a]});
             }
         }
-        return qmp::make_msgmem(first, std::move(blocks));
+        return qmp::make_msgmem(first, blocks);
     });
 }
 
@@ -469,7 +469,7 @@ QMP_msgmem_t QMP_declare_indexed_msgmem(void* base, int blocklen[], int index[],
                 {static_cast<std::ptrdiff_t>(index[i]) * elemsize,
                  static_cast<std::size_t>(blocklen[i]) * static_cast<std::size_t>(elemsize)});
         }
-        return qmp::make_msgmem(static_cast<char*>(base), std::move(blocks));
+        return qmp::make_msgmem(static_cast<char*>(base), blocks);
     });
 }
 
