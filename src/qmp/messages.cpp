@@ -217,20 +217,69 @@ void start_single(QMP_msghandle_t h) {
     state().active.push_back(h);
 }
 
-/// Waits until every single handle in `list` is done (polling the others meanwhile), then
-/// returns them to idle.
+bool window_posted(QMP_msghandle_t h) {
+    return h->kind == QMP_msghandle_struct::Kind::send ? h->send.core().posted()
+                                                       : h->recv.core().posted();
+}
+
+/// Marks an active handle whose window has completed as done (unpacking a received message).
+void complete(QMP_msghandle_t h) {
+    if (h->kind == QMP_msghandle_struct::Kind::recv && !h->direct) {
+        unpack(h);
+    }
+    h->phase = QMP_msghandle_struct::Phase::done;
+    remove(state().active, h);
+}
+
+/// When the handles of `list` (distinct) are all this node has in flight, pmr's wait_all waits
+/// for them with its own backoff, which suits more ranks than cores; returns false otherwise.
+bool wait_with_pmr(const std::vector<QMP_msghandle_t>& list) {
+    std::vector<pmr::detail::Waitable> windows;
+    std::vector<QMP_msghandle_t> waited;
+    for (QMP_msghandle_t h : list) {
+        if (h->phase == QMP_msghandle_struct::Phase::active) {
+            waited.push_back(h);
+            windows.push_back(h->kind == QMP_msghandle_struct::Kind::send
+                                  ? pmr::detail::waitable(h->send)
+                                  : pmr::detail::waitable(h->recv));
+        }
+    }
+    if (waited.size() != state().active.size()) {
+        return false;
+    }
+    try {
+        pmr::detail::wait_all(windows.data(), windows.size());
+    } catch (...) {
+        // The windows that completed before the error are idle: their handles are done.
+        for (QMP_msghandle_t h : waited) {
+            if (!window_posted(h)) {
+                complete(h);
+            }
+        }
+        throw;
+    }
+    for (QMP_msghandle_t h : waited) {
+        complete(h);
+    }
+    return true;
+}
+
+/// Waits until every single handle in `list` (distinct) is done, completing the node's other
+/// handles in flight meanwhile, then returns them to idle.
 void wait_singles(const std::vector<QMP_msghandle_t>& list) {
-    unsigned rounds = 0;
-    for (;;) {
-        bool all = true;
-        for (QMP_msghandle_t h : list) {
-            all = poll(h) && all;
+    if (!wait_with_pmr(list)) {
+        unsigned rounds = 0;
+        for (;;) {
+            bool all = true;
+            for (QMP_msghandle_t h : list) {
+                all = poll(h) && all;
+            }
+            if (all) {
+                break;
+            }
+            progress_all();
+            relax(rounds);
         }
-        if (all) {
-            break;
-        }
-        progress_all();
-        relax(rounds);
     }
     for (QMP_msghandle_t h : list) {
         h->phase = QMP_msghandle_struct::Phase::idle;
@@ -316,15 +365,10 @@ bool poll(QMP_msghandle_t h) {
     }
     const bool complete =
         h->kind == QMP_msghandle_struct::Kind::send ? h->send.test() : h->recv.test();
-    if (!complete) {
-        return false;
+    if (complete) {
+        qmp::complete(h);
     }
-    if (h->kind == QMP_msghandle_struct::Kind::recv && !h->direct) {
-        unpack(h);
-    }
-    h->phase = QMP_msghandle_struct::Phase::done;
-    remove(state().active, h);
-    return true;
+    return complete;
 }
 
 void progress_all() {
@@ -663,6 +707,8 @@ QMP_status_t QMP_wait_all(QMP_msghandle_t h[], int num) {
             qmp::for_each_single(qmp::check_handle(h[i]),
                                  [&](QMP_msghandle_t single) { singles.push_back(single); });
         }
+        std::sort(singles.begin(), singles.end());
+        singles.erase(std::unique(singles.begin(), singles.end()), singles.end());
         qmp::wait_singles(singles);
     });
 }
