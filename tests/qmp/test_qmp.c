@@ -687,6 +687,50 @@ static void test_bad_arguments(void) {
     CHECK_OK(QMP_comm_free(comm));
 }
 
+/* ---- the rest of the machine ---------------------------------------------------------------- */
+
+static void test_misc(void) {
+    CHECK(QMP_comm_get_allocated() == QMP_comm_get_job());
+    CHECK_OK(QMP_comm_set_allocated(QMP_comm_get_job()));
+    CHECK_OK(QMP_comm_set_job(QMP_comm_get_job()));
+    CHECK_RC(QMP_comm_set_job(NULL), QMP_INVALID_ARG);
+    CHECK_RC(QMP_comm_set_default(NULL), QMP_INVALID_ARG);
+    CHECK(QMP_get_number_of_jobs() == 1 && QMP_get_job_number() == 0);
+    CHECK(QMP_get_number_of_job_geometry_dimensions() == QMP_get_allocated_number_of_dimensions());
+    CHECK(QMP_get_job_geometry() == QMP_get_allocated_dimensions());
+    CHECK(QMP_get_SMP_count() == 1 && QMP_io_node(rank_) == rank_ && QMP_master_io_node() == 0);
+    CHECK(QMP_profcontrol(1) == 0 && QMP_profcontrol(0) == 1);
+    QMP_reset_total_qmp_time();
+    CHECK(QMP_get_total_qmp_time() == 0.0);
+    /* The job topology (declared by QMP_layout_grid) through the default-communicator forms. */
+    int c[MAX_DIMS] = {-1, -1, -1, -1};
+    QMP_get_logical_coordinates_from2(c, rank_);
+    CHECK(QMP_get_node_number_from(c) == rank_);
+    int* from = QMP_get_logical_coordinates_from(rank_);
+    CHECK(from != NULL && memcmp(from, QMP_get_logical_coordinates(), sizeof c) == 0);
+    free(from);
+    /* Arrays of long doubles and the default-communicator relative handles. */
+    long double ld[3] = {1.0L * rank_, 2.0L, -0.5L};
+    CHECK_OK(QMP_sum_long_double_array(ld, 3));
+    CHECK(ld[0] == 0.5L * size_ * (size_ - 1) && ld[1] == 2.0L * size_ && ld[2] == -0.5L * size_);
+    int out = rank_;
+    int in = -1;
+    QMP_msgmem_t mo = QMP_declare_msgmem(&out, sizeof out);
+    QMP_msgmem_t mi = QMP_declare_msgmem(&in, sizeof in);
+    QMP_msghandle_t s = QMP_declare_send_relative(mo, 0, +1, 0);
+    QMP_msghandle_t r = QMP_declare_receive_relative(mi, 0, -1, 0);
+    CHECK_OK(QMP_start(s));
+    CHECK_OK(QMP_start(r));
+    QMP_msghandle_t both[2] = {r, s};
+    CHECK_OK(QMP_wait_all(both, 2));
+    CHECK(in == (rank_ + size_ - 1) % size_);
+    QMP_free_msghandle(s);
+    QMP_free_msghandle(r);
+    QMP_free_msgmem(mo);
+    QMP_free_msgmem(mi);
+    CHECK(QMP_error("QMP_error to stderr\n") > 0);
+}
+
 /* ---- output -------------------------------------------------------------------------------- */
 
 static void test_output(void) {
@@ -754,6 +798,7 @@ int main(int argc, char** argv) {
     test_change_address();
     test_communicators();
     test_bad_arguments();
+    test_misc();
     test_output();
 
     const int status = check_finish("test_qmp");
