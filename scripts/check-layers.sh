@@ -2,7 +2,7 @@
 # Checks that the source tree includes only downward:
 #   include/pmr (public API)  <-  src/base  <-  src/rails, src/bootstrap  <-  src/providers
 #   <-  src/core  <-  src/capi;  src/collectives builds on the public API and src/base only;
-#   src/mpi (libpmr-mpi, the MPI interposer) on the public API only.
+#   src/mpi (libpmr-mpi, the MPI interposer) and src/qmp (QMP on pmr) on the public API only.
 # Public headers (<pmr/...>) may be included everywhere and include nothing from src/. A provider
 # folder includes base, rails and providers/interface.hpp, never another provider.
 #   scripts/check-layers.sh   (exit 1 and one line per violation)
@@ -17,7 +17,7 @@ rank() {
     core) echo 3 ;;
     capi) echo 4 ;;
     collectives) echo 5 ;;
-    mpi) echo 6 ;;
+    mpi | qmp) echo 6 ;;
     *) echo 99 ;;
   esac
 }
@@ -43,9 +43,9 @@ while IFS= read -r file; do
     other=${target%%/*}
     theirs=$(rank "$other")
     [ "$theirs" = 99 ] && continue # a header of the same folder, e.g. "blob.hpp"
-    if [ "$layer" = mpi ]; then
-      if [ "$other" != mpi ]; then
-        report "$file:$line: the interposer builds on the public API only, not on $target"
+    if [ "$layer" = mpi ] || [ "$layer" = qmp ]; then
+      if [ "$other" != "$layer" ]; then
+        report "$file:$line: $layer builds on the public API only, not on $target"
       fi
     elif [ "$layer" = collectives ]; then
       if [ "$other" != base ] && [ "$other" != collectives ]; then
