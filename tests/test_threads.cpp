@@ -48,14 +48,21 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
                     seed_of({std::uint64_t(world_rank()), std::uint64_t(t), std::uint64_t(round)});
                 const std::uint64_t expected =
                     seed_of({std::uint64_t(partner()), std::uint64_t(t), std::uint64_t(round)});
-                std::fill(send.begin(), send.end(), value);
+                // Every element differs (value + index) and every element is checked: a piece
+                // lost, repeated or delivered from another round or thread shows.
+                for (std::size_t i = 0; i < send.size(); ++i) {
+                    send[i] = value + i;
+                }
                 recv.init();
                 send.init();
                 send.post();
                 recv.post();
                 pmr::wait_all(send, recv);
-                if (recv[0] != expected || recv[recv.size() - 1] != expected) {
-                    ++wrong;
+                for (std::size_t i = 0; i < recv.size(); ++i) {
+                    if (recv[i] != expected + i) {
+                        ++wrong;
+                        break;
+                    }
                 }
             }
         });
