@@ -223,6 +223,32 @@ TEST_CASE("a Communicator may go out of scope before its connections are used", 
     CHECK(recv[0] == previous_rank() + 1);
 }
 
+TEST_CASE("Communicator coordinates and the virtual torus's refusals", "[api]") {
+    start_together();
+    const int size = world_size();
+    const int rank = world_rank();
+    // A 2D grid of size x 1 (no reordering): the coordinate in dimension 0 is the rank.
+    pmr::Communicator cart(MPI_COMM_WORLD, {size, 1}, {true, false});
+    CHECK(cart.coordinate(0) == rank);
+    CHECK(cart.coordinate(1) == 0);
+    CHECK(cart.coordinates() == std::vector<int>{rank, 0});
+    CHECK_THROWS_AS(cart.coordinate(2), pmr::ArgumentError);
+    CHECK_THROWS_AS(cart.coordinate(-1), pmr::ArgumentError);
+    // Without a grid there is no coordinate.
+    pmr::Communicator plain(MPI_COMM_WORLD);
+    CHECK_THROWS_AS(plain.coordinate(0), pmr::UsageError);
+
+    // Extents below 1, and a grid that does not hold the ranks, on every rank alike.
+    const auto zero = message_of<pmr::ArgumentError>([&] {
+        (void)pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 0, 1});
+    });
+    CHECK(zero.find("extents of at least 1") != std::string::npos);
+    CHECK_THROWS_AS(pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 1, -2}),
+                    pmr::ArgumentError);
+    CHECK_THROWS_AS(pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 2, 1}),
+                    pmr::ArgumentError);
+}
+
 // Hidden, run in a process of its own: pmr's hello stays unreceived on the freed communicator, and
 // Open MPI can stall a later MPI_Comm_dup on such stale traffic.
 TEST_CASE("a freed raw communicator is a usage error, not a crash", "[.][freed]") {

@@ -66,6 +66,27 @@ std::size_t expected_rails() {
     return expected_rails(rail_provider());
 }
 
+/// The devices named for `provider`'s rails (its own PMR_<P>_DEVICES, else PMR_DEVICES), or none.
+std::vector<std::string> named_devices(pmr::Provider provider) {
+    std::string upper(pmr::to_string(provider));
+    for (char& c : upper) {
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    for (const std::string& name : {"PMR_" + upper + "_DEVICES", std::string("PMR_DEVICES")}) {
+        if (auto devices = environment(name.c_str())) {
+            std::vector<std::string> names;
+            std::size_t begin = 0;
+            for (std::size_t comma; (comma = devices->find(',', begin)) != std::string::npos;
+                 begin = comma + 1) {
+                names.push_back(devices->substr(begin, comma - begin));
+            }
+            names.push_back(devices->substr(begin));
+            return names;
+        }
+    }
+    return {};
+}
+
 /// The peer of the two-rank cases, or the own rank.
 int partner() {
     return world_size() == 2 ? 1 - world_rank() : world_rank();
@@ -113,9 +134,22 @@ TEST_CASE("connections report the rails of PMR_RAILS / PMR_DEVICES", "[rails]") 
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 1, 1), rail_provider());
     CHECK(c.provider() == rail_provider());
     CHECK(c.rails() == expected_rails());
+    // Each rail is described, on the devices named where the environment names them.
+    const auto devices = named_devices(rail_provider());
+    for (std::size_t i = 0; i < c.rails(); ++i) {
+        const pmr::RailInfo rail = c.rail(i);
+        CHECK(rail.bandwidth >= 0.0);
+        if (!devices.empty()) {
+            CHECK(rail.device == devices[i]);
+        }
+    }
+    const auto bad = message_of<pmr::ArgumentError>([&] { (void)c.rail(c.rails()); });
+    CHECK(bad.find(std::to_string(c.rails())) != std::string::npos);
     // Local providers have one rail.
     pmr::Connection self(pmr::Target(MPI_COMM_WORLD, world_rank(), 2, 2));
     CHECK(self.rails() == 1);
+    CHECK_NOTHROW(self.rail(0));
+    CHECK_THROWS_AS(self.rail(1), pmr::ArgumentError);
 }
 
 TEST_CASE("range posts over every rail deliver one transfer", "[rails]") {
