@@ -114,7 +114,8 @@ TEST_CASE("wait_all over a vector of windows", "[api]") {
     for (std::uint32_t round = 1; round <= 5; ++round) {
         for (std::size_t k = 0; k < 4; ++k) {
             std::fill(sends[k].begin(), sends[k].end(),
-                      round * 100 + static_cast<std::uint32_t>(world_rank() * 10 + k));
+                      round * 100 + static_cast<std::uint32_t>(world_rank()) * 10 +
+                          static_cast<std::uint32_t>(k));
             recvs[k].init();
         }
         for (auto& s : sends) {
@@ -129,7 +130,8 @@ TEST_CASE("wait_all over a vector of windows", "[api]") {
         for (std::size_t k = 0; k < 4; ++k) {
             // Connection k to next (k even) pairs with the neighbour's connection k ^ 1.
             const int from = k % 2 == 0 ? next_rank() : previous_rank();
-            REQUIRE(recvs[k][0] == round * 100 + static_cast<std::uint32_t>(from * 10 + (k ^ 1)));
+            REQUIRE(recvs[k][0] == round * 100 + static_cast<std::uint32_t>(from) * 10 +
+                                       static_cast<std::uint32_t>(k ^ 1));
         }
     }
 }
@@ -270,6 +272,7 @@ TEST_CASE("one node and no provider forced: nothing but shared memory is started
     std::vector<pmr::Connection> connections;
     std::vector<pmr::SendWindow<double>> sends;
     std::vector<pmr::RecvWindow<double>> recvs;
+    connections.reserve(static_cast<std::size_t>(world_size()));
     for (int peer = 0; peer < world_size(); ++peer) {
         connections.emplace_back(pmr::Target(world, peer, 40, 40));
     }

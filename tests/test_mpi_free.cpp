@@ -196,8 +196,8 @@ TEST_CASE("the neighbour exchange's start, wait and test never call MPI", "[mpi-
     int size = 0;
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     pmr::Communicator cart(MPI_COMM_WORLD, {size, 1}, {true, false});
-    std::vector<double> user_send(3 * 5000);
-    std::vector<double> user_recv(3 * 5000);
+    std::vector<double> user_send(std::size_t{3} * 5000);
+    std::vector<double> user_recv(std::size_t{3} * 5000);
     std::vector<double*> sends;
     std::vector<double*> recvs;
     for (std::size_t i = 0; i < 4; ++i) {

@@ -330,10 +330,10 @@ struct Process {
             return *cell;
         }
         auto chunk = std::make_unique<Memory>();
-        chunk->bytes.resize(64 * 65);
+        chunk->bytes.resize(std::size_t{64} * 65);
         chunk->base = chunk->bytes.data() +
                       (64 - reinterpret_cast<std::uintptr_t>(chunk->bytes.data()) % 64) % 64;
-        chunk->size = 64 * 64;
+        chunk->size = std::size_t{64} * 64;
         registry_.add_chunk(chunk->base, reinterpret_cast<std::uintptr_t>(chunk->base), 64,
                             static_cast<std::uint32_t>(chunks.size()));
         chunks.push_back(std::move(chunk));
@@ -671,7 +671,6 @@ TEST_CASE("message path: rounds ahead of their credits land only when the receiv
 
 TEST_CASE("message path: eager pieces larger than the chunk size go in several messages",
           "[protocol]") {
-    namespace rails = pmr::detail::rails;
     constexpr std::size_t chunk = 1000;
     for (std::size_t eager_bytes : {std::size_t{0}, std::size_t{30000}}) {
         for (std::size_t rail_count : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
@@ -750,10 +749,14 @@ TEST_CASE("message path: credits ride on data going back to the peer", "[protoco
                                          static_cast<std::ptrdiff_t>(done.size());
                          ++passes) {
                         for (std::size_t w = 0; w < windows; ++w) {
-                            done[4 * w] = done[4 * w] || d.send_ab[w]->progress();
-                            done[4 * w + 1] = done[4 * w + 1] || d.send_ba[w]->progress();
-                            done[4 * w + 2] = done[4 * w + 2] || d.recv_ab[w]->test();
-                            done[4 * w + 3] = done[4 * w + 3] || d.recv_ba[w]->test();
+                            done[4 * w] =
+                                static_cast<char>(done[4 * w] != 0 || d.send_ab[w]->progress());
+                            done[4 * w + 1] =
+                                static_cast<char>(done[4 * w + 1] != 0 || d.send_ba[w]->progress());
+                            done[4 * w + 2] =
+                                static_cast<char>(done[4 * w + 2] != 0 || d.recv_ab[w]->test());
+                            done[4 * w + 3] =
+                                static_cast<char>(done[4 * w + 3] != 0 || d.recv_ba[w]->test());
                             // Never a credit for a round the receiver has not begun.
                             REQUIRE(d.send_ab[w]->credit() <= std::uint64_t(round));
                             REQUIRE(d.send_ba[w]->credit() <= std::uint64_t(round));

@@ -25,6 +25,7 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
     start_together();
     // Set-up on this thread (construction and first use call MPI); the rounds run on the others.
     std::vector<pmr::Connection> connections;
+    connections.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         connections.emplace_back(pmr::Target(MPI_COMM_WORLD, partner(), tag + t, tag + t));
     }
@@ -39,6 +40,7 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
     }
     std::atomic<int> wrong{0};
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         workers.emplace_back([&, t] {
             auto& send = sends[static_cast<std::size_t>(t)];

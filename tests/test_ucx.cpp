@@ -181,7 +181,7 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     env.set("PMR_UCX_RNDV_BYTES", nullptr);
     env.set("PMR_UCX_CHUNK_BYTES", nullptr);
     CHECK(read_ucx_settings().chunk_bytes == UcxSettings::default_chunk_bytes);
-    CHECK(UcxSettings::default_chunk_bytes < 64 * 1024); // one UCX TCP receive segment
+    CHECK(UcxSettings::default_chunk_bytes < std::size_t{64} * 1024); // one UCX TCP receive segment
     env.set("PMR_UCX_CHUNK_BYTES", "0");
     CHECK(read_ucx_settings().chunk_bytes == 0);
     env.set("PMR_UCX_CHUNK_BYTES", "8192");
