@@ -114,7 +114,8 @@ TEST_CASE("wait_all over a vector of windows", "[api]") {
     for (std::uint32_t round = 1; round <= 5; ++round) {
         for (std::size_t k = 0; k < 4; ++k) {
             std::fill(sends[k].begin(), sends[k].end(),
-                      round * 100 + static_cast<std::uint32_t>(world_rank() * 10 + k));
+                      round * 100 + static_cast<std::uint32_t>(world_rank()) * 10 +
+                          static_cast<std::uint32_t>(k));
             recvs[k].init();
         }
         for (auto& s : sends) {
@@ -129,7 +130,8 @@ TEST_CASE("wait_all over a vector of windows", "[api]") {
         for (std::size_t k = 0; k < 4; ++k) {
             // Connection k to next (k even) pairs with the neighbour's connection k ^ 1.
             const int from = k % 2 == 0 ? next_rank() : previous_rank();
-            REQUIRE(recvs[k][0] == round * 100 + static_cast<std::uint32_t>(from * 10 + (k ^ 1)));
+            REQUIRE(recvs[k][0] == round * 100 + static_cast<std::uint32_t>(from) * 10 +
+                                       static_cast<std::uint32_t>(k ^ 1));
         }
     }
 }
@@ -223,6 +225,32 @@ TEST_CASE("a Communicator may go out of scope before its connections are used", 
     CHECK(recv[0] == previous_rank() + 1);
 }
 
+TEST_CASE("Communicator coordinates and the virtual torus's refusals", "[api]") {
+    start_together();
+    const int size = world_size();
+    const int rank = world_rank();
+    // A 2D grid of size x 1 (no reordering): the coordinate in dimension 0 is the rank.
+    pmr::Communicator cart(MPI_COMM_WORLD, {size, 1}, {true, false});
+    CHECK(cart.coordinate(0) == rank);
+    CHECK(cart.coordinate(1) == 0);
+    CHECK(cart.coordinates() == std::vector<int>{rank, 0});
+    CHECK_THROWS_AS(cart.coordinate(2), pmr::ArgumentError);
+    CHECK_THROWS_AS(cart.coordinate(-1), pmr::ArgumentError);
+    // Without a grid there is no coordinate.
+    pmr::Communicator plain(MPI_COMM_WORLD);
+    CHECK_THROWS_AS(plain.coordinate(0), pmr::UsageError);
+
+    // Extents below 1, and a grid that does not hold the ranks, on every rank alike.
+    const auto zero = message_of<pmr::ArgumentError>([&] {
+        (void)pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 0, 1});
+    });
+    CHECK(zero.find("extents of at least 1") != std::string::npos);
+    CHECK_THROWS_AS(pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 1, -2}),
+                    pmr::ArgumentError);
+    CHECK_THROWS_AS(pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 2, 1}),
+                    pmr::ArgumentError);
+}
+
 // Hidden, run in a process of its own: pmr's hello stays unreceived on the freed communicator, and
 // Open MPI can stall a later MPI_Comm_dup on such stale traffic.
 TEST_CASE("a freed raw communicator is a usage error, not a crash", "[.][freed]") {
@@ -244,6 +272,7 @@ TEST_CASE("one node and no provider forced: nothing but shared memory is started
     std::vector<pmr::Connection> connections;
     std::vector<pmr::SendWindow<double>> sends;
     std::vector<pmr::RecvWindow<double>> recvs;
+    connections.reserve(static_cast<std::size_t>(world_size()));
     for (int peer = 0; peer < world_size(); ++peer) {
         connections.emplace_back(pmr::Target(world, peer, 40, 40));
     }

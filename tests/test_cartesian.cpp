@@ -229,14 +229,16 @@ bool check_values(const T* data, std::size_t begin, std::size_t end, int sender,
 
 /// Elements `sender` sends in direction `index` on shape number `shape_number` (0 happens).
 std::size_t send_count(int shape_number, int sender, int index) {
-    return static_cast<std::size_t>(shape_number % 9 + sender % 3 + 2 * index);
+    return static_cast<std::size_t>(shape_number % 9 + sender % 3) +
+           2 * static_cast<std::size_t>(index);
 }
 
 /// Room in the receive window of direction `index`: the most any neighbour can send into it (it
 /// sends in the opposite direction), plus one element on every other shape.
 std::size_t recv_count(int shape_number, int index) {
     const int opposite = index ^ 1;
-    return static_cast<std::size_t>(shape_number % 9 + 2 + 2 * opposite + shape_number % 2);
+    return static_cast<std::size_t>(shape_number % 9 + 2 + shape_number % 2) +
+           2 * static_cast<std::size_t>(opposite);
 }
 
 constexpr int iterations = 3;
@@ -352,13 +354,14 @@ bool run_shape(const Shape& shape, int shape_number, MPI_Comm comm) {
                                   " B, expected " + std::to_string(count * sizeof(T)) + " B");
                 continue;
             }
+            std::string context = name;
+            context.append(", ").append(what);
             if (neighbor != MPI_PROC_NULL) {
-                ok = check_values(recv.data(), 0, count, neighbor, index ^ 1, iteration,
-                                  name + ", " + what) &&
+                ok = check_values(recv.data(), 0, count, neighbor, index ^ 1, iteration, context) &&
                      ok;
             }
             ok = check_values(recv.data(), count, recv.size(), sentinel_sender, index, iteration,
-                              name + ", " + what + ": elements behind the message") &&
+                              context.append(": elements behind the message")) &&
                  ok;
         }
     }

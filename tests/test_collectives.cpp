@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <complex>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -407,6 +409,74 @@ TEST_CASE("allreduce: every type and operation, bitwise against the reference", 
     }
     SECTION("complex<double>") {
         check_type<std::complex<double>>(comm, {pmr::ReduceOp::sum});
+    }
+}
+
+namespace {
+
+// The special values of max and min as the README documents them: NaN wins, +0 is above -0, the
+// infinities order like numbers. Each pattern is one element; `result` says what every rank must
+// get. Repeated over `count` elements, so that the ring's chunks carry every pattern.
+template <class T>
+void check_special_values(const pmr::Communicator& comm, pmr::ReduceOp op, std::size_t count,
+                          pmr::AllreduceOptions options) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    const T inf = std::numeric_limits<T>::infinity();
+    const int p = comm.size();
+    const int r = comm.rank();
+    const T last = static_cast<T>(p - 1);
+    const bool is_max = op == pmr::ReduceOp::max;
+    struct Pattern {
+        T mine;
+        T result;
+    };
+    const Pattern patterns[] = {
+        {r == p - 1 ? nan : T(r + 1), nan},                           // NaN on the last rank
+        {r == 0 ? nan : T(r + 1), nan},                               // NaN on the first rank
+        {r % 2 == 0 ? T(0) : -T(0), is_max || p == 1 ? T(0) : -T(0)}, // +0, -0, +0, ...
+        {r % 2 == 0 ? -T(0) : T(0), is_max && p > 1 ? T(0) : -T(0)},  // -0, +0, -0, ...
+        {r == p - 1 ? inf : -T(r + 1), is_max ? inf : (p == 1 ? inf : -last)},
+        {r == 0 ? -inf : T(r), is_max ? (p == 1 ? -inf : last) : -inf},
+        {-inf, -inf},
+        {inf, inf},
+    };
+    constexpr std::size_t kinds = sizeof patterns / sizeof patterns[0];
+    pmr::Allreduce<T> reduce(comm, count, op, options);
+    INFO(reduce.describe());
+    for (std::size_t i = 0; i < count; ++i) {
+        reduce[i] = patterns[i % kinds].mine;
+    }
+    reduce();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const T want = patterns[i % kinds].result;
+        const T got = reduce[i];
+        const bool same = std::isnan(want) ? std::isnan(got)
+                                           : got == want && std::signbit(got) == std::signbit(want);
+        if (!same && wrong++ == 0) {
+            FAIL_CHECK("element " << i << " (pattern " << i % kinds << "): " << got << ", expected "
+                                  << want);
+        }
+    }
+    CHECK(wrong == 0);
+}
+
+} // namespace
+
+TEST_CASE("allreduce: max and min of NaN, +-0 and infinities as documented, on every rank",
+          "[allreduce]") {
+    start_together();
+    pmr::Communicator comm(MPI_COMM_WORLD);
+    for (auto op : {pmr::ReduceOp::max, pmr::ReduceOp::min}) {
+        for (auto algorithm : algorithms) {
+            for (auto order : orders) {
+                // One element of each pattern, and enough for the ring's chunks (160 KiB).
+                for (std::size_t count : {std::size_t{8}, std::size_t{8} * 2600}) {
+                    check_special_values<double>(comm, op, count, {algorithm, order});
+                    check_special_values<float>(comm, op, count, {algorithm, order});
+                }
+            }
+        }
     }
 }
 

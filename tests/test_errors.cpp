@@ -23,7 +23,7 @@ namespace {
 
 // Short deadline for the cases that must time out, and an early warning for a stuck set-up. Set
 // before pmr reads its settings.
-const bool short_timeout = [] {
+const bool short_timeout = []() noexcept {
     return setenv("PMR_TIMEOUT", "2", 1) == 0 && setenv("PMR_WARN_AFTER", "0.5", 1) == 0;
 }();
 

@@ -121,7 +121,7 @@ Outcome fuzz(const Blob& valid, std::uint64_t seed, std::size_t iterations,
     return outcome;
 }
 
-const std::string where = "fuzzed object";
+constexpr const char* where = "fuzzed object";
 constexpr std::size_t iterations = 20000;
 
 } // namespace

@@ -236,6 +236,10 @@ TEST_CASE("every algorithm delivers the same bytes on every Cartesian grid",
                     }
                     INFO("neighbour " << i << ": " << exchange.describe());
                     CHECK(exchange.fragments(i) == fragments);
+                    // What the message uses: split only where it is cut (a message to no one or
+                    // to the own rank goes whole, whatever the options ask).
+                    CHECK(exchange.algorithm(i) ==
+                          (fragments > 1 ? Algorithm::split : Algorithm::direct));
                 }
                 results.push_back(run_cartesian(exchange, cart, 3, algorithm == Algorithm::split));
             }
@@ -411,6 +415,12 @@ TEST_CASE("one-rail connections send every message whole", "[neighbor][one-rail]
     CHECK(exchange.steps() == 0);
     CHECK(exchange.fragments(0) == 1);
     CHECK(exchange.fragments(1) == 1);
+    // split was asked for, but a message on one rail goes whole: direct.
+    CHECK(exchange.algorithm() == Algorithm::split);
+    CHECK(exchange.algorithm(0) == Algorithm::direct);
+    CHECK(exchange.algorithm(1) == Algorithm::direct);
+    const auto bad = message_of<pmr::ArgumentError>([&] { (void)exchange.algorithm(2); });
+    CHECK(bad.find("neighbour index 2 is out of range") != std::string::npos);
 }
 
 TEST_CASE("mismatched neighbours throw on both ends instead of hanging", "[neighbor][errors]") {

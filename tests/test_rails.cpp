@@ -66,6 +66,27 @@ std::size_t expected_rails() {
     return expected_rails(rail_provider());
 }
 
+/// The devices named for `provider`'s rails (its own PMR_<P>_DEVICES, else PMR_DEVICES), or none.
+std::vector<std::string> named_devices(pmr::Provider provider) {
+    std::string upper(pmr::to_string(provider));
+    for (char& c : upper) {
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    for (const std::string& name : {"PMR_" + upper + "_DEVICES", std::string("PMR_DEVICES")}) {
+        if (auto devices = environment(name.c_str())) {
+            std::vector<std::string> names;
+            std::size_t begin = 0;
+            for (std::size_t comma; (comma = devices->find(',', begin)) != std::string::npos;
+                 begin = comma + 1) {
+                names.push_back(devices->substr(begin, comma - begin));
+            }
+            names.push_back(devices->substr(begin));
+            return names;
+        }
+    }
+    return {};
+}
+
 /// The peer of the two-rank cases, or the own rank.
 int partner() {
     return world_size() == 2 ? 1 - world_rank() : world_rank();
@@ -113,9 +134,22 @@ TEST_CASE("connections report the rails of PMR_RAILS / PMR_DEVICES", "[rails]") 
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, partner(), 1, 1), rail_provider());
     CHECK(c.provider() == rail_provider());
     CHECK(c.rails() == expected_rails());
+    // Each rail is described, on the devices named where the environment names them.
+    const auto devices = named_devices(rail_provider());
+    for (std::size_t i = 0; i < c.rails(); ++i) {
+        const pmr::RailInfo rail = c.rail(i);
+        CHECK(rail.bandwidth >= 0.0);
+        if (!devices.empty()) {
+            CHECK(rail.device == devices[i]);
+        }
+    }
+    const auto bad = message_of<pmr::ArgumentError>([&] { (void)c.rail(c.rails()); });
+    CHECK(bad.find(std::to_string(c.rails())) != std::string::npos);
     // Local providers have one rail.
     pmr::Connection self(pmr::Target(MPI_COMM_WORLD, world_rank(), 2, 2));
     CHECK(self.rails() == 1);
+    CHECK_NOTHROW(self.rail(0));
+    CHECK_THROWS_AS(self.rail(1), pmr::ArgumentError);
 }
 
 TEST_CASE("range posts over every rail deliver one transfer", "[rails]") {
@@ -296,10 +330,10 @@ struct Process {
             return *cell;
         }
         auto chunk = std::make_unique<Memory>();
-        chunk->bytes.resize(64 * 65);
+        chunk->bytes.resize(std::size_t{64} * 65);
         chunk->base = chunk->bytes.data() +
                       (64 - reinterpret_cast<std::uintptr_t>(chunk->bytes.data()) % 64) % 64;
-        chunk->size = 64 * 64;
+        chunk->size = std::size_t{64} * 64;
         registry_.add_chunk(chunk->base, reinterpret_cast<std::uintptr_t>(chunk->base), 64,
                             static_cast<std::uint32_t>(chunks.size()));
         chunks.push_back(std::move(chunk));
@@ -637,7 +671,6 @@ TEST_CASE("message path: rounds ahead of their credits land only when the receiv
 
 TEST_CASE("message path: eager pieces larger than the chunk size go in several messages",
           "[protocol]") {
-    namespace rails = pmr::detail::rails;
     constexpr std::size_t chunk = 1000;
     for (std::size_t eager_bytes : {std::size_t{0}, std::size_t{30000}}) {
         for (std::size_t rail_count : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
@@ -716,10 +749,14 @@ TEST_CASE("message path: credits ride on data going back to the peer", "[protoco
                                          static_cast<std::ptrdiff_t>(done.size());
                          ++passes) {
                         for (std::size_t w = 0; w < windows; ++w) {
-                            done[4 * w] = done[4 * w] || d.send_ab[w]->progress();
-                            done[4 * w + 1] = done[4 * w + 1] || d.send_ba[w]->progress();
-                            done[4 * w + 2] = done[4 * w + 2] || d.recv_ab[w]->test();
-                            done[4 * w + 3] = done[4 * w + 3] || d.recv_ba[w]->test();
+                            done[4 * w] =
+                                static_cast<char>(done[4 * w] != 0 || d.send_ab[w]->progress());
+                            done[4 * w + 1] =
+                                static_cast<char>(done[4 * w + 1] != 0 || d.send_ba[w]->progress());
+                            done[4 * w + 2] =
+                                static_cast<char>(done[4 * w + 2] != 0 || d.recv_ab[w]->test());
+                            done[4 * w + 3] =
+                                static_cast<char>(done[4 * w + 3] != 0 || d.recv_ba[w]->test());
                             // Never a credit for a round the receiver has not begun.
                             REQUIRE(d.send_ab[w]->credit() <= std::uint64_t(round));
                             REQUIRE(d.send_ba[w]->credit() <= std::uint64_t(round));

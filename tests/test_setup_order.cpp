@@ -347,7 +347,7 @@ TEST_CASE("connections on different communicators with equal tags do not mix", "
         std::vector<std::unique_ptr<pmr::Connection>> connections;
         std::vector<std::size_t> copies;
         for (int i = 0; i < 2; ++i) {
-            const std::size_t copy = static_cast<std::size_t>(me % 2 == 0 ? i : 1 - i);
+            const auto copy = static_cast<std::size_t>(me % 2 == 0 ? i : 1 - i);
             copies.push_back(copy);
             connections.push_back(
                 std::make_unique<pmr::Connection>(pmr::Target(comms[copy], right, 4001, 4002)));

@@ -25,6 +25,7 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
     start_together();
     // Set-up on this thread (construction and first use call MPI); the rounds run on the others.
     std::vector<pmr::Connection> connections;
+    connections.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         connections.emplace_back(pmr::Target(MPI_COMM_WORLD, partner(), tag + t, tag + t));
     }
@@ -39,6 +40,7 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
     }
     std::atomic<int> wrong{0};
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         workers.emplace_back([&, t] {
             auto& send = sends[static_cast<std::size_t>(t)];
@@ -48,14 +50,21 @@ void exchange_on_threads(int threads, int rounds, std::size_t count, int tag) {
                     seed_of({std::uint64_t(world_rank()), std::uint64_t(t), std::uint64_t(round)});
                 const std::uint64_t expected =
                     seed_of({std::uint64_t(partner()), std::uint64_t(t), std::uint64_t(round)});
-                std::fill(send.begin(), send.end(), value);
+                // Every element differs (value + index) and every element is checked: a piece
+                // lost, repeated or delivered from another round or thread shows.
+                for (std::size_t i = 0; i < send.size(); ++i) {
+                    send[i] = value + i;
+                }
                 recv.init();
                 send.init();
                 send.post();
                 recv.post();
                 pmr::wait_all(send, recv);
-                if (recv[0] != expected || recv[recv.size() - 1] != expected) {
-                    ++wrong;
+                for (std::size_t i = 0; i < recv.size(); ++i) {
+                    if (recv[i] != expected + i) {
+                        ++wrong;
+                        break;
+                    }
                 }
             }
         });

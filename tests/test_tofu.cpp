@@ -477,7 +477,7 @@ TEST_CASE("puts on distinct TNIs overlap as the model says", "[overlap]") {
     REQUIRE(p.enabled);
     REQUIRE(p.tnis >= 3);
     const int rank = pmr_test::world_rank();
-    const std::size_t bytes = 256 * 1024;
+    const std::size_t bytes = std::size_t{256} * 1024;
     std::vector<std::unique_ptr<pmr::Connection>> connections;
     std::vector<std::unique_ptr<pmr::SendWindow<unsigned char>>> sends;
     std::vector<std::unique_ptr<pmr::RecvWindow<unsigned char>>> recvs;

@@ -225,6 +225,7 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         const topo::Shape shape = topo::parse_shape("6x4x5", "test");
         for (int trial = 0; trial < 50; ++trial) {
             std::vector<topo::Node> faulty;
+            faulty.reserve(static_cast<std::size_t>(1 + trial % 4));
             for (int k = 0; k < 1 + trial % 4; ++k) {
                 faulty.push_back({int(random() % 6), int(random() % 4), int(random() % 5),
                                   int(random() % 2), int(random() % 3), int(random() % 2)});
@@ -249,8 +250,8 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         CHECK(m.left_out == 2 * 48 * 48 - 2);
         const auto stats = topo::neighbour_hops(m);
         CHECK(stats.max == 2);
-        CHECK(stats.histogram[1] == 2u * 48 * 48); // the links across the two gaps
-        CHECK(stats.histogram[0] == stats.links - 2u * 48 * 48);
+        CHECK(stats.histogram[1] == std::size_t{2} * 48 * 48); // the links across the two gaps
+        CHECK(stats.histogram[0] == stats.links - std::size_t{2} * 48 * 48);
         // Two faults whose planes are next to each other on the ring (Y = 4, b = 1 and 2): one
         // gap of two planes, its links 3 hops long.
         const std::vector<topo::Node> twins = {{3, 4, 5, 0, 1, 0}, {10, 4, 10, 1, 2, 1}};
@@ -258,7 +259,7 @@ TEST_CASE("the virtual torus avoids faulty nodes", "[topology]") {
         check_bijective(t, twins);
         CHECK(t.dims == std::array<int, 3>{48, 67, 48});
         CHECK(topo::neighbour_hops(t).max == 3);
-        CHECK(topo::neighbour_hops(t).histogram[2] == 48u * 48);
+        CHECK(topo::neighbour_hops(t).histogram[2] == std::size_t{48} * 48);
     }
 }
 

@@ -36,7 +36,8 @@
 
 namespace pmr {
 
-/// The reduction of an Allreduce. max and min are defined for the real types only.
+/// The reduction of an Allreduce. max and min are defined for the real types only; for float and
+/// double they are IEEE 754-2019 maximum and minimum: NaN if any rank has a NaN, +0 above -0.
 enum class ReduceOp : unsigned char { sum, max, min };
 
 /// How an Allreduce moves its data.

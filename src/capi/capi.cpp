@@ -225,6 +225,10 @@ int pmr_capi_record_error(int code, const char* message) {
     return record(code, message != nullptr ? message : "pmr: unknown error.");
 }
 
+int pmr_capi_run_guarded(const char* function, void (*body)(void*), void* context) {
+    return guarded(function, [&] { body(context); });
+}
+
 // --- connections -------------------------------------------------------------------------------
 
 int pmr_connection_create(MPI_Comm comm, int peer, int send_tag, int recv_tag,

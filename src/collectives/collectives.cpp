@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -95,14 +96,37 @@ T sum(T a, T b) noexcept {
     }
 }
 
+// max and min of floating-point values as IEEE 754-2019 maximum and minimum: a NaN wins (the
+// result is NaN if any rank has one), +0 is above -0. Plain comparisons would return one operand
+// or the other depending on the order of the operands, which differs between algorithms and, in
+// the algorithm order, between ranks: every rank must get the same result.
+template <class T, ReduceOp Op>
+T extreme(T lower, T upper) noexcept {
+    constexpr bool is_max = Op == ReduceOp::max;
+    if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(lower)) {
+            return lower;
+        }
+        if (std::isnan(upper)) {
+            return upper;
+        }
+        if (lower == upper) { // equal values, or +0 and -0
+            return std::signbit(lower) == is_max ? upper : lower;
+        }
+    }
+    if constexpr (is_max) {
+        return upper > lower ? upper : lower;
+    } else {
+        return upper < lower ? upper : lower;
+    }
+}
+
 template <class T, ReduceOp Op>
 T combine(T lower, T upper) noexcept {
     if constexpr (Op == ReduceOp::sum) {
         return sum(lower, upper);
-    } else if constexpr (Op == ReduceOp::max) {
-        return upper > lower ? upper : lower;
     } else {
-        return upper < lower ? upper : lower;
+        return extreme<T, Op>(lower, upper);
     }
 }
 

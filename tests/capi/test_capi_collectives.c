@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
         while (done == 0 && CHECK_OK(pmr_allreduce_test(in_place, &done))) {
         }
         check_sum(user, size, round);
-        CHECK_OK(pmr_allreduce_run(direct));
+        CHECK_OK(pmr_allreduce_start(direct));
+        CHECK_OK(pmr_allreduce_wait(direct));
         check_sum(direct_out, size, round);
         CHECK(pmr_allreduce_data(in_place) == (void*)user);
         CHECK_OK(pmr_allreduce_run(maximum));
@@ -109,6 +110,8 @@ int main(int argc, char** argv) {
                 PMR_ERR_ARGUMENT, "max is not defined", NULL);
     CHECK_ERROR(pmr_allreduce_run(NULL), PMR_ERR_ARGUMENT, "allreduce handle is NULL", NULL);
     CHECK_ERROR(pmr_barrier_wait(barrier), PMR_ERR_USAGE, "without a run in flight", NULL);
+    CHECK_ERROR(pmr_allreduce_wait(direct), PMR_ERR_USAGE, "without a run in flight", NULL);
+    CHECK_ERROR(pmr_allreduce_wait(NULL), PMR_ERR_ARGUMENT, "allreduce handle is NULL", NULL);
 
     CHECK_OK(pmr_allreduce_destroy(&owned));
     CHECK_OK(pmr_allreduce_destroy(&in_place));

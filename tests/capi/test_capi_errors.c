@@ -142,6 +142,15 @@ static void test_window_destroyed(int me, int peer) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Run with `provider` and PMR_PROVIDER=verbs on a host without an RDMA device: a native failure
+ * of the forced provider is PMR_ERR_PROVIDER on both ranks, with what to do. */
+static void test_provider_error(int peer) {
+    pmr_connection c = (pmr_connection)&c; /* garbage that a failed create must reset */
+    CHECK_ERROR(pmr_connection_create(MPI_COMM_WORLD, peer, 40, 40, &c), PMR_ERR_PROVIDER,
+                "no RDMA device", "PMR_PROVIDER=verbs");
+    CHECK(c == NULL);
+}
+
 int main(int argc, char** argv) {
     int me = 0;
     int size = 0;
@@ -151,7 +160,11 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (CHECK(size == 2)) {
+    if (argc > 1 && strcmp(argv[1], "provider") == 0) {
+        if (CHECK(size == 2)) {
+            test_provider_error(1 - me);
+        }
+    } else if (CHECK(size == 2)) {
         test_size_mismatch(me, 1 - me);
         test_post_beyond_peer(me, 1 - me);
         test_missing_window(me, 1 - me);

@@ -72,6 +72,17 @@ static size_t ring(pmr_communicator cart, int algorithm, int tag_offset) {
         CHECK(used == PMR_NEIGHBOR_DIRECT);
         CHECK(fragments == 1);
     }
+    {
+        /* One rail on shared memory and to the own rank; PMR_RAILS where a variant forces UCX
+         * rails between the ranks. */
+        const char* forced = getenv("PMR_RAILS");
+        int ranks = 1;
+        size_t rails = 0;
+        MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+        CHECK_OK(pmr_neighbor_exchange_rails(x, &rails));
+        CHECK(rails == (forced != NULL && ranks > 1 ? (size_t)strtoul(forced, NULL, 10) : 1U));
+        CHECK_ERROR(pmr_neighbor_exchange_rails(NULL, &rails), PMR_ERR_ARGUMENT, "NULL", NULL);
+    }
     CHECK_OK(pmr_neighbor_exchange_destroy(&x));
     CHECK(x == NULL);
     return wrong;

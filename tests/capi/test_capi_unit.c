@@ -172,6 +172,11 @@ static void test_bad_arguments(void) {
     }
     CHECK_ERROR(pmr_send_window_create(c, NULL, 8, NULL), PMR_ERR_ARGUMENT, "`out` is NULL",
                 "pmr_send_window_create");
+    /* A library-owned window of 2^60 bytes: no address space holds it. */
+    s = (pmr_send_window)&s;
+    CHECK_ERROR(pmr_send_window_create(c, NULL, (size_t)1 << 60, &s), PMR_ERR_NO_MEMORY,
+                "out of memory", "pmr_send_window_create");
+    CHECK(s == NULL);
     CHECK_OK(pmr_send_window_create(c, NULL, 8, &s));
     CHECK_ERROR(pmr_send_window_size(s, NULL), PMR_ERR_ARGUMENT, "`bytes` is NULL", NULL);
     CHECK_ERROR(pmr_send_window_test(s, NULL), PMR_ERR_ARGUMENT, "`done` is NULL", NULL);

@@ -21,6 +21,7 @@ program test_fortran
     call test_error_names()
     call test_misuse()
     call test_integer_handle()
+    call test_integer_communicator()
     call test_halo([.true., .true., .true.])
     call test_halo([.false., .true., .false.])
 
@@ -154,8 +155,13 @@ contains
         call pmr_send_window_create_owned(c, 10 * 8, s, ierr)
         call pmr_recv_window_create_owned(c, 10_int64 * 8, r, ierr)
         call check(ierr == PMR_SUCCESS, 'owned windows: '//pmr_last_error())
+        call pmr_connection_establish(c, ierr)
+        call check(ierr == PMR_SUCCESS, 'establish: '//pmr_last_error())
         call pmr_send_window_size(s, bytes, ierr)
         call check(bytes == 80, 'owned window size')
+        bytes = 0
+        call pmr_recv_window_size(r, bytes, ierr)
+        call check(ierr == PMR_SUCCESS .and. bytes == 80, 'owned receive window size')
         call check(c_associated(pmr_send_window_data(s)), 'owned window memory')
         call c_f_pointer(pmr_send_window_data(s), out, [10])
         call c_f_pointer(pmr_recv_window_data(r), in, [10])
@@ -176,6 +182,43 @@ contains
         call pmr_send_window_destroy(s)
         call pmr_recv_window_destroy(r)
         call pmr_connection_destroy(c)
+        call pmr_connection_establish(c, ierr)
+        call check_error(ierr, PMR_ERR_ARGUMENT, 'handle is NULL', 'establish after destroy')
+    end subroutine
+
+    !> Communicators from an integer handle (as from `use mpi`): a grid and a plain wrap, their
+    !> size, dimensions and integer communicator.
+    subroutine test_integer_communicator()
+        type(pmr_communicator) :: cart, plain
+        type(MPI_Comm) :: comm
+        integer :: handle, value, topology
+
+        call pmr_communicator_create(MPI_COMM_WORLD%MPI_VAL, [nranks, 1], [.true., .false.], &
+                                     .false., cart, ierr)
+        call check(ierr == PMR_SUCCESS, 'grid from an integer handle: '//pmr_last_error())
+        call pmr_communicator_size(cart, value, ierr)
+        call check(ierr == PMR_SUCCESS .and. value == nranks, 'size of the grid')
+        call pmr_communicator_dimensions(cart, value, ierr)
+        call check(ierr == PMR_SUCCESS .and. value == 2, 'dimensions of the grid')
+        call pmr_communicator_comm(cart, handle, ierr)
+        call check(ierr == PMR_SUCCESS, 'integer handle of the grid: '//pmr_last_error())
+        comm%MPI_VAL = handle
+        call MPI_Topo_test(comm, topology)
+        call check(topology == MPI_CART, 'the integer handle is the Cartesian communicator')
+        call MPI_Comm_size(comm, value)
+        call check(value == nranks, 'size through the integer handle')
+
+        call pmr_communicator_create(MPI_COMM_WORLD%MPI_VAL, plain, ierr)
+        call check(ierr == PMR_SUCCESS, 'wrap of an integer handle: '//pmr_last_error())
+        call pmr_communicator_dimensions(plain, value, ierr)
+        call check(ierr == PMR_SUCCESS .and. value == 0, 'no grid in a plain wrap')
+        call pmr_communicator_size(plain, value, ierr)
+        call check(value == nranks, 'size of the plain wrap')
+        call pmr_communicator_destroy(plain, ierr)
+        call pmr_communicator_destroy(cart, ierr)
+        call check(ierr == PMR_SUCCESS, 'destroy: '//pmr_last_error())
+        call pmr_communicator_size(cart, value, ierr)
+        call check_error(ierr, PMR_ERR_ARGUMENT, 'handle is NULL', 'size after destroy')
     end subroutine
 
     pure real(8) function value_at(g, round)
