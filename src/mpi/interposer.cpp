@@ -552,15 +552,17 @@ void Interposer::accept(InStream& stream, std::uint64_t switch_at) {
 // ---------------------------------------------------------------------------------------------
 // Sending
 
-void Interposer::wait_slot(OutStream& stream, unsigned slot) {
-    unsigned spins = 0;
-    while (stream.busy[slot] != 0) {
-        if (stream.slots[slot].test()) {
-            stream.busy[slot] = 0;
-            break;
-        }
-        progress();
-        relax(spins);
+bool Interposer::slot_free(OutStream& stream, unsigned slot) {
+    if (stream.busy[slot] != 0 && stream.slots[slot].test()) {
+        stream.busy[slot] = 0;
+    }
+    return stream.busy[slot] == 0;
+}
+
+void Interposer::list_busy(OutStream& stream) {
+    if (!stream.listed_busy) {
+        stream.listed_busy = true;
+        busy_streams_.push_back(&stream);
     }
 }
 
@@ -583,11 +585,33 @@ void Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI
 }
 
 void Interposer::send_bytes(OutStream& stream, const std::byte* source, std::size_t total) {
-    std::size_t offset = 0;
+    ++stream.pmr_sent.messages;
+    stream.pmr_sent.bytes += total;
+    std::size_t reached = 0;
+    if (stream.pending.empty()) {
+        reached = put_chunks(stream, source, total, 0);
+        if (total == 0 ? reached == 1 : reached == total) {
+            return;
+        }
+    }
+    // The receiver is behind by every slot: keep the message (or its rest) here, as MPI's eager
+    // protocol keeps what its receiver has not asked for yet, and send it from progress().
+    Held held;
+    held.total = total;
+    held.offset = total == 0 ? 0 : reached;
+    held.data.assign(source, source + total);
+    stream.pending.push_back(std::move(held));
+    list_busy(stream);
+}
+
+std::size_t Interposer::put_chunks(OutStream& stream, const std::byte* source, std::size_t total,
+                                   std::size_t offset) {
+    // Sends the message's rounds from `offset` while slots are free; returns the offset reached
+    // (for an empty message: 1 once its one round is out, else 0).
     do {
         const unsigned slot = stream.next;
-        if (stream.busy[slot] != 0) {
-            wait_slot(stream, slot);
+        if (!slot_free(stream, slot)) {
+            return offset;
         }
         auto& window = stream.slots[slot];
         window.init();
@@ -600,16 +624,27 @@ void Interposer::send_bytes(OutStream& stream, const std::byte* source, std::siz
         window.post(header_bytes + chunk);
         if (!window.test()) {
             stream.busy[slot] = 1;
-            if (!stream.listed_busy) {
-                stream.listed_busy = true;
-                busy_streams_.push_back(&stream);
-            }
+            list_busy(stream);
         }
         stream.next = slot + 1 == stream.slots.size() ? 0 : slot + 1;
         offset += chunk;
+        if (total == 0) {
+            return 1;
+        }
     } while (offset < total);
-    ++stream.pmr_sent.messages;
-    stream.pmr_sent.bytes += total;
+    return offset;
+}
+
+void Interposer::flush(OutStream& stream) {
+    while (!stream.pending.empty()) {
+        Held& held = stream.pending.front();
+        const std::size_t reached = put_chunks(stream, held.data.data(), held.total, held.offset);
+        if (held.total == 0 ? reached == 0 : reached < held.total) {
+            held.offset = reached;
+            return;
+        }
+        stream.pending.pop_front();
+    }
 }
 
 int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, int tag,
@@ -1075,7 +1110,8 @@ void Interposer::progress() {
     }
     for (std::size_t i = 0; i < busy_streams_.size();) {
         OutStream& s = *busy_streams_[i];
-        bool any = false;
+        flush(s);
+        bool any = !s.pending.empty();
         for (std::size_t k = 0; k < s.slots.size(); ++k) {
             if (s.busy[k] != 0) {
                 if (s.slots[k].test()) {

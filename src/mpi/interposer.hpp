@@ -109,6 +109,14 @@ struct Counters {
     std::uint64_t bytes = 0;
 };
 
+/// A carried message the sender keeps until slots are free for it (or for its rest, from
+/// `offset` on).
+struct Held {
+    std::vector<std::byte> data;
+    std::size_t total = 0;
+    std::size_t offset = 0;
+};
+
 struct OutStream {
     Comm* comm = nullptr;
     int dest = 0;
@@ -120,6 +128,7 @@ struct OutStream {
     std::size_t capacity = 0; // payload bytes per slot
     std::vector<pmr::SendWindow<std::byte>> slots;
     std::vector<unsigned char> busy;
+    std::deque<Held> pending; // messages waiting for a free slot, in order
     unsigned next = 0;
     bool listed_busy = false;
     Counters pmr_sent;
@@ -282,7 +291,11 @@ private:
     // Sending and receiving through streams.
     void send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
     void send_bytes(OutStream& stream, const std::byte* source, std::size_t total);
-    void wait_slot(OutStream& stream, unsigned slot);
+    bool slot_free(OutStream& stream, unsigned slot);
+    void list_busy(OutStream& stream);
+    std::size_t put_chunks(OutStream& stream, const std::byte* source, std::size_t total,
+                           std::size_t offset);
+    void flush(OutStream& stream);
     Op* make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type, int peer,
                 int tag, Comm* comm);
     void activate_recv(Op& op);

@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* Made by every rank (MPI_Comm_dup is collective), used by the pairs. */
-    MPI_Comm cases[10];
+    MPI_Comm cases[12];
     int ncases = 0;
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < 12; ++i) {
         cases[i] = fresh();
     }
     MPI_Comm base = fresh();
@@ -300,11 +300,32 @@ int main(int argc, char** argv) {
         }
     }
 
+    /* 8b. Both ranks send six messages on their carried stream before either receives: MPI
+     * buffers them (eager), so must a carried stream, whatever its number of slots. */
+    if (partner != MPI_PROC_NULL) {
+        if (interposed()) {
+            EXPECT(carried() > before, "the previous case's stream was not carried");
+        }
+        comm = cases[ncases++];
+        warm(comm, partner, 12, 1, sender);
+        warm(comm, partner, 12, 1, !sender);
+        before = carried();
+        int out[6], in[6];
+        for (int i = 0; i < 6; ++i) {
+            out[i] = 120 + i + 10 * rank;
+            MPI_Send(&out[i], 1, MPI_INT, partner, 12, comm);
+        }
+        for (int i = 0; i < 6; ++i) {
+            MPI_Recv(&in[i], 1, MPI_INT, partner, 12, comm, MPI_STATUS_IGNORE);
+            EXPECT(in[i] == 120 + i + 10 * partner, "run-ahead %d: %d", i, in[i]);
+        }
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
     }
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < 12; ++i) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
