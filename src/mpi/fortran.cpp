@@ -400,6 +400,12 @@ void mpi_cart_create_(MPI_Fint* comm, MPI_Fint* ndims, MPI_Fint* dims, MPI_Fint*
     *newcomm = PMPI_Comm_c2f(c);
 }
 
+void mpi_comm_disconnect_(MPI_Fint* comm, MPI_Fint* ierr) {
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    *ierr = out(MPI_Comm_disconnect(&c));
+    *comm = PMPI_Comm_c2f(c);
+}
+
 void mpi_comm_free_(MPI_Fint* comm, MPI_Fint* ierr) {
     MPI_Comm c = PMPI_Comm_f2c(*comm);
     *ierr = out(MPI_Comm_free(&c));

@@ -372,6 +372,12 @@ const TypeInfo& Interposer::type_info(MPI_Datatype type) {
     // count * size bytes from buf + true_lb.
     info.contiguous = extent == info.size && true_extent == info.size;
     info.lb = true_lb;
+    int integers = 0;
+    int addresses = 0;
+    int types = 0;
+    int combiner = MPI_COMBINER_NAMED;
+    call(PMPI_Type_get_envelope)(type, &integers, &addresses, &types, &combiner);
+    info.named = combiner == MPI_COMBINER_NAMED;
     return types_.emplace(type, info).first->second;
 }
 
@@ -752,6 +758,7 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     op->peer = dest;
     op->tag = tag;
     op->comm = c;
+    hold_type(*op);
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -789,14 +796,50 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
     op->peer = peer;
     op->tag = tag;
     op->comm = comm;
+    if (kind == Op::Kind::recv) {
+        hold_type(*op);
+    }
     return op;
 }
 
+void Interposer::hold_type(Op& op) {
+    if (op.type == MPI_DATATYPE_NULL || type_info(op.type).named) {
+        return;
+    }
+    MPI_Datatype copy = MPI_DATATYPE_NULL;
+    call(PMPI_Type_dup)(op.type, &copy);
+    op.type = copy;
+    op.own_type = true;
+}
+
+void Interposer::drop_type(Op& op) {
+    if (op.own_type) {
+        type_freed(op.type);
+        call(PMPI_Type_free)(&op.type);
+        op.own_type = false;
+    }
+}
+
 void Interposer::release(Op& op) {
+    drop_type(op);
     op.active = false;
     op.complete = false;
     op.comm = nullptr;
     free_ops_.push_back(&op);
+}
+
+bool Interposer::open_stream_matches(const Comm& comm, int source, int tag) const {
+    if (comm.open_streams == 0) {
+        return false;
+    }
+    for (const auto& entry : comm.in) {
+        const InStream& s = *entry.second;
+        if ((s.state == InStream::State::proposing || s.state == InStream::State::carried) &&
+            overlaps(source, tag, s.source, s.tag)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 bool Interposer::defer_needed(const Comm& comm, int source, int tag) const {
@@ -821,7 +864,9 @@ void Interposer::activate_recv(Op& op) {
     if (c != nullptr && op.peer != MPI_PROC_NULL) {
         if (op.peer == MPI_ANY_SOURCE || op.tag == MPI_ANY_TAG) {
             c->taint(op.peer, op.tag, Reason::wildcard);
-            defer = c->open_streams != 0 || !c->deferred.empty();
+            // Deferred only where a proposed or carried stream (or an earlier deferred receive)
+            // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
+            defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
             if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
                 defer_needed(*c, op.peer, op.tag)) {
@@ -937,6 +982,7 @@ int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, i
     op->peer = source;
     op->tag = tag;
     op->comm = c;
+    hold_type(*op);
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -1168,6 +1214,7 @@ void Interposer::retire(Op& op) {
     // A completed operation the application no longer holds (freed, or a finished plain one).
     if (op.persistent) {
         MPI_Request h = op.handle;
+        drop_type(op);
         ops_.erase(op.handle);
         PMPI_Request_free(&h);
     } else {
@@ -1438,7 +1485,11 @@ int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
             any_active = true;
             if (op->complete) {
                 finished = 1;
+                Comm* comm = op->comm;
                 rc = finish_request(&requests[i], status);
+                if (rc != MPI_SUCCESS && comm != nullptr) {
+                    call(PMPI_Comm_call_errhandler)(comm->handle, rc);
+                }
             }
         } else if (requests[i] != MPI_REQUEST_NULL) {
             // Inactive persistent requests count as not active here, as in MPI.
@@ -1495,6 +1546,7 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
     int n = 0;
     bool any_active = false;
     int errors = 0;
+    Comm* failed = nullptr;
     for (int i = 0; i < incount; ++i) {
         Op* op = op_of(requests[i]);
         MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
@@ -1507,7 +1559,11 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
             any_active = true;
             if (op->complete) {
                 finished = 1;
+                Comm* comm = op->comm;
                 rc = finish_request(&requests[i], st);
+                if (rc != MPI_SUCCESS && failed == nullptr) {
+                    failed = comm;
+                }
             }
         } else if (requests[i] != MPI_REQUEST_NULL && (op == nullptr || op->active)) {
             any_active = true;
@@ -1531,7 +1587,13 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
         }
     }
     *outcount = any_active ? n : MPI_UNDEFINED;
-    return errors == 0 ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+    if (errors == 0) {
+        return MPI_SUCCESS;
+    }
+    if (failed != nullptr) {
+        call(PMPI_Comm_call_errhandler)(failed->handle, MPI_ERR_IN_STATUS);
+    }
+    return MPI_ERR_IN_STATUS;
 }
 
 int Interposer::request_free(MPI_Request* request) {
@@ -1544,6 +1606,7 @@ int Interposer::request_free(MPI_Request* request) {
         // done: release it now (MPI completes an active MPI activation in the background).
         if (op->persistent) {
             const MPI_Request handle = op->handle;
+            drop_type(*op);
             ops_.erase(handle);
             return PMPI_Request_free(request);
         }
@@ -1568,7 +1631,7 @@ int Interposer::cancel(MPI_Request* request) {
     if (!op->active || op->complete || op->kind != Op::Kind::recv) {
         return MPI_SUCCESS; // completed: the cancel has no effect
     }
-    if (op->in_queue && (op->comm == nullptr || op->got == 0)) {
+    if (op->in_queue && op->got == 0) {
         auto& q = op->comm->deferred;
         q.erase(std::find(q.begin(), q.end(), op));
         op->in_queue = false;

@@ -68,6 +68,7 @@ struct TypeInfo {
     int size = 0;
     bool contiguous = true; // the data of `count` elements is `count * size` bytes from buf (+ lb)
     MPI_Aint lb = 0;
+    bool named = true; // a built-in type, never freed
 };
 
 struct Comm;
@@ -102,6 +103,7 @@ struct Op {
     std::vector<std::byte> staging; // packed data of non-contiguous receives
     InStream* partial_of = nullptr;
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
+    bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
 };
 
 struct Counters {
@@ -220,6 +222,9 @@ public:
     Comm* find(MPI_Comm comm) noexcept;
     void comm_created(MPI_Comm parent, MPI_Comm child);
     void comm_freed(MPI_Comm comm);
+    /// A communicator made by a call the interposer does not follow: forget what the handle
+    /// meant before (it may have been freed without our seeing it, or be reused).
+    void comm_unknown(MPI_Comm comm) { comm_freed(comm); }
     void type_freed(MPI_Datatype type);
 
     // Point-to-point.
@@ -300,6 +305,7 @@ private:
                 int tag, Comm* comm);
     void activate_recv(Op& op);
     bool defer_needed(const Comm& comm, int source, int tag) const;
+    bool open_stream_matches(const Comm& comm, int source, int tag) const;
     bool try_match(Op& op);
     bool take_from_slots(InStream& stream, Op& op);
     bool take_from_mpi(Op& op, int source, int tag);
@@ -312,6 +318,10 @@ private:
     int finish_request(MPI_Request* request, MPI_Status* status);
     void wait_until(const std::function<bool()>& done);
     void release(Op& op);
+    /// Keeps a derived datatype alive for an operation (MPI lets the program free it while the
+    /// operation is pending): the operation holds a duplicate, freed with it.
+    void hold_type(Op& op);
+    void drop_type(Op& op);
     const TypeInfo& type_info(MPI_Datatype type);
     void fail(Comm* comm, int code, const std::string& what);
 

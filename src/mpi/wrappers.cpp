@@ -166,6 +166,39 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int d
     created(comm, newcomm, rc);
     return rc;
 }
+// Communicators the interposer does not follow: their handles are unknown to it from now on.
+#define PMR_MPI_UNKNOWN_CHILD(call_expression, child)                                              \
+    const int rc = call_expression;                                                                \
+    if (rc == MPI_SUCCESS && !bypass()) {                                                          \
+        MPI_Comm c = *(child);                                                                     \
+        enter([c] {                                                                                \
+            Interposer::get().comm_unknown(c);                                                     \
+            return 0;                                                                              \
+        });                                                                                        \
+    }                                                                                              \
+    return rc;
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+    PMR_MPI_UNKNOWN_CHILD(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm)
+}
+int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader,
+                         int tag, MPI_Comm* newcomm) {
+    PMR_MPI_UNKNOWN_CHILD(
+        PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, newcomm), newcomm)
+}
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newcomm) {
+    PMR_MPI_UNKNOWN_CHILD(PMPI_Intercomm_merge(intercomm, high, newcomm), newcomm)
+}
+#undef PMR_MPI_UNKNOWN_CHILD
+int MPI_Comm_disconnect(MPI_Comm* comm) {
+    if (!bypass()) {
+        MPI_Comm c = *comm;
+        enter([c] {
+            Interposer::get().comm_freed(c);
+            return 0;
+        });
+    }
+    return PMPI_Comm_disconnect(comm);
+}
 int MPI_Comm_free(MPI_Comm* comm) {
     if (!bypass()) {
         MPI_Comm c = *comm;
