@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 12; ++i) {
         cases[i] = fresh();
     }
+    MPI_Comm pairs; /* the two ranks of a pair (a lone last rank alone) */
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pairs);
     MPI_Comm base = fresh();
     MPI_Comm comm = base;
     unsigned long long before = carried();
@@ -321,6 +323,53 @@ int main(int argc, char** argv) {
         }
     }
 
+    /* 8c. A derived datatype freed while a receive with it waits on a carried stream (MPI
+     * allows it); then a wildcard receive that no carried stream could match, left pending while
+     * the rank sits in a collective the interposer does not wrap, must still take a
+     * rendezvous-size message sent meanwhile (MPI progresses it there). */
+    if (partner != MPI_PROC_NULL) {
+        if (interposed()) {
+            EXPECT(carried() > before, "the previous case's stream was not carried");
+        }
+        comm = cases[ncases++];
+        warm(comm, partner, 13, 2, sender);
+        before = carried();
+        MPI_Datatype pair;
+        MPI_Type_vector(2, 1, 2, MPI_INT, &pair);
+        MPI_Type_commit(&pair);
+        int v[4] = {-1, -1, -1, -1};
+        if (sender) {
+            int m[2] = {131, 132};
+            MPI_Send(m, 2, MPI_INT, partner, 13, comm);
+        } else {
+            MPI_Request r;
+            MPI_Irecv(v, 1, pair, partner, 13, comm, &r);
+            MPI_Type_free(&pair);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            EXPECT(v[0] == 131 && v[1] == -1 && v[2] == 132, "freed type: %d %d %d", v[0], v[1],
+                   v[2]);
+        }
+        if (sender) {
+            MPI_Type_free(&pair);
+        }
+        const int n = 100000;
+        int* big = calloc((size_t)n, sizeof(int));
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (sender) {
+            big[0] = 42;
+            MPI_Send(big, n, MPI_INT, partner, 14, comm);
+        } else {
+            MPI_Irecv(big, n, MPI_INT, MPI_ANY_SOURCE, 14, comm, &r);
+        }
+        int token[2];
+        MPI_Allgather(&rank, 1, MPI_INT, token, 1, MPI_INT, pairs);
+        if (!sender) {
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            EXPECT(big[0] == 42, "wildcard beside a carried stream: %d", big[0]);
+        }
+        free(big);
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
@@ -329,6 +378,7 @@ int main(int argc, char** argv) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
+    MPI_Comm_free(&pairs);
 
     /* 9. MPI_PROC_NULL and self messages. */
     {
