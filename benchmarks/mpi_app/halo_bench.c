@@ -26,12 +26,13 @@ static int round_persistent(MPI_Request* req, double* send, double* recv, int n,
     return check && n > 0 && (recv[0] != down || recv[n + n - 1] != up);
 }
 
-static int round_isend(double* send, double* recv, int n, int check) {
+/* Tags of their own per size, as a code's phases with different halos would have. */
+static int round_isend(double* send, double* recv, int n, int tag, int check) {
     MPI_Request req[4];
-    MPI_Irecv(recv, n, MPI_DOUBLE, down, 1, MPI_COMM_WORLD, &req[0]);
-    MPI_Irecv(recv + n, n, MPI_DOUBLE, up, 2, MPI_COMM_WORLD, &req[1]);
-    MPI_Isend(send, n, MPI_DOUBLE, up, 1, MPI_COMM_WORLD, &req[2]);
-    MPI_Isend(send + n, n, MPI_DOUBLE, down, 2, MPI_COMM_WORLD, &req[3]);
+    MPI_Irecv(recv, n, MPI_DOUBLE, down, tag, MPI_COMM_WORLD, &req[0]);
+    MPI_Irecv(recv + n, n, MPI_DOUBLE, up, tag + 1, MPI_COMM_WORLD, &req[1]);
+    MPI_Isend(send, n, MPI_DOUBLE, up, tag, MPI_COMM_WORLD, &req[2]);
+    MPI_Isend(send + n, n, MPI_DOUBLE, down, tag + 1, MPI_COMM_WORLD, &req[3]);
     MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
     return check && n > 0 && (recv[0] != down || recv[n + n - 1] != up);
 }
@@ -73,10 +74,11 @@ int main(int argc, char** argv) {
             send[i] = rank;
         }
         MPI_Request req[4];
-        MPI_Recv_init(recv, n, MPI_DOUBLE, down, 3, MPI_COMM_WORLD, &req[0]);
-        MPI_Recv_init(recv + n, n, MPI_DOUBLE, up, 4, MPI_COMM_WORLD, &req[1]);
-        MPI_Send_init(send, n, MPI_DOUBLE, up, 3, MPI_COMM_WORLD, &req[2]);
-        MPI_Send_init(send + n, n, MPI_DOUBLE, down, 4, MPI_COMM_WORLD, &req[3]);
+        const int tag = 10 * s + 3;
+        MPI_Recv_init(recv, n, MPI_DOUBLE, down, tag, MPI_COMM_WORLD, &req[0]);
+        MPI_Recv_init(recv + n, n, MPI_DOUBLE, up, tag + 1, MPI_COMM_WORLD, &req[1]);
+        MPI_Send_init(send, n, MPI_DOUBLE, up, tag, MPI_COMM_WORLD, &req[2]);
+        MPI_Send_init(send + n, n, MPI_DOUBLE, down, tag + 1, MPI_COMM_WORLD, &req[3]);
         for (int pattern = 0; pattern < 3; ++pattern) {
             /* Warm-up (and, under pmr-run, the switch of the streams to pmr), then the number of
              * rounds that takes about `seconds`, agreed by all ranks. */
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
                     if (pattern == 0) {
                         errors += round_persistent(req, send, recv, n, 1);
                     } else if (pattern == 1) {
-                        errors += round_isend(send, recv, n, 1);
+                        errors += round_isend(send, recv, n, 10 * s + 1, 1);
                     } else {
                         double x = rank;
                         MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
                     if (pattern == 0) {
                         errors += round_persistent(req, send, recv, n, 0);
                     } else if (pattern == 1) {
-                        errors += round_isend(send, recv, n, 0);
+                        errors += round_isend(send, recv, n, 10 * s + 1, 0);
                     } else {
                         double x = rank;
                         MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -122,8 +124,11 @@ int main(int argc, char** argv) {
             }
             qsort(times, (size_t)samples, sizeof(double), compare);
             if (rank == 0 && (pattern < 2 || s == 0)) {
-                const char* name = pattern == 0 ? "persistent" : pattern == 1 ? "isend" : "allreduce";
-                printf("%s %ld %.3f\n", name, pattern == 2 ? 8L : sizes[s], times[samples / 2] * 1e6);
+                const char* name = pattern == 0   ? "persistent"
+                                   : pattern == 1 ? "isend"
+                                                  : "allreduce";
+                printf("%s %ld %.3f\n", name, pattern == 2 ? 8L : sizes[s],
+                       times[samples / 2] * 1e6);
                 fflush(stdout);
             }
             if (pattern == 2 && s != 0) {

@@ -24,6 +24,9 @@ namespace {
 
 constexpr int control_tag = 7;
 constexpr std::size_t header_bytes = 8;
+// The header of the round that hands a stream back to MPI (a message larger than its slots):
+// every later message of the stream goes through MPI.
+constexpr std::uint64_t back_to_mpi = ~std::uint64_t{0};
 constexpr std::uint64_t world_id = 1;
 
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
@@ -572,7 +575,7 @@ void Interposer::list_busy(OutStream& stream) {
     }
 }
 
-void Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type) {
+bool Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type) {
     const TypeInfo& info = type_info(type);
     std::size_t total = static_cast<std::size_t>(count) * static_cast<std::size_t>(info.size);
     const std::byte* source = static_cast<const std::byte*>(buf) + info.lb;
@@ -587,7 +590,26 @@ void Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI
         packed.resize(total);
         source = packed.data();
     }
+    if (total > stream.capacity) {
+        // Larger than the slots the receiver sized from the messages it had seen: hand the
+        // stream back to MPI (in order, after what is queued), as MPI carries large messages
+        // with one copy where this stream would cut them into slot-sized rounds.
+        hand_back(stream);
+        return false;
+    }
     send_bytes(stream, source, total);
+    return true;
+}
+
+void Interposer::hand_back(OutStream& stream) {
+    Held marker;
+    marker.total = back_to_mpi;
+    stream.pending.push_back(std::move(marker));
+    flush(stream);
+    if (!stream.pending.empty()) {
+        list_busy(stream);
+    }
+    stream.handed_back = true;
 }
 
 void Interposer::send_bytes(OutStream& stream, const std::byte* source, std::size_t total) {
@@ -621,7 +643,8 @@ std::size_t Interposer::put_chunks(OutStream& stream, const std::byte* source, s
         }
         auto& window = stream.slots[slot];
         window.init();
-        const std::size_t chunk = std::min(stream.capacity, total - offset);
+        const bool header_only = total == 0 || total == back_to_mpi;
+        const std::size_t chunk = header_only ? 0 : std::min(stream.capacity, total - offset);
         const auto header = static_cast<std::uint64_t>(total);
         std::memcpy(window.data(), &header, header_bytes);
         if (chunk != 0) {
@@ -634,7 +657,7 @@ std::size_t Interposer::put_chunks(OutStream& stream, const std::byte* source, s
         }
         stream.next = slot + 1 == stream.slots.size() ? 0 : slot + 1;
         offset += chunk;
-        if (total == 0) {
+        if (header_only) {
             return 1;
         }
     } while (offset < total);
@@ -645,7 +668,8 @@ void Interposer::flush(OutStream& stream) {
     while (!stream.pending.empty()) {
         Held& held = stream.pending.front();
         const std::size_t reached = put_chunks(stream, held.data.data(), held.total, held.offset);
-        if (held.total == 0 ? reached == 0 : reached < held.total) {
+        const bool header_only = held.total == 0 || held.total == back_to_mpi;
+        if (header_only ? reached == 0 : reached < held.total) {
             held.offset = reached;
             return;
         }
@@ -657,11 +681,10 @@ int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, in
                      MPI_Comm comm, int mode) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+    if (s != nullptr && !on_pmr(*s)) {
         poll_control(); // a proposal for this stream may be waiting
     }
-    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
-        send_carried(*s, buf, count, type);
+    if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
         return MPI_SUCCESS;
     }
     if (s != nullptr) {
@@ -702,11 +725,10 @@ int Interposer::isend(const void* buf, int count, MPI_Datatype type, int dest, i
                       MPI_Comm comm, int mode, MPI_Request* request) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+    if (s != nullptr && !on_pmr(*s)) {
         poll_control();
     }
-    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
-        send_carried(*s, buf, count, type);
+    if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
         Op* op = make_op(Op::Kind::send, false, const_cast<void*>(buf), count, type, dest, tag, c);
         op->active = true;
         op->complete = true;
@@ -1019,6 +1041,14 @@ bool Interposer::take_from_slots(InStream& stream, Op& op) {
         const std::size_t bytes = window.received_bytes();
         std::uint64_t total = 0;
         std::memcpy(&total, window.data(), header_bytes);
+        if (total == back_to_mpi) {
+            // The sender handed the stream back to MPI: the rest of it arrives there.
+            stream.full[slot] = 0;
+            stream.state = InStream::State::refused;
+            stream.reason = Reason::too_large;
+            --stream.comm->open_streams;
+            return false;
+        }
         if (op.got == 0 && stream.partial != &op) {
             op.total = static_cast<std::size_t>(total);
             if (!info.contiguous) {
@@ -1081,6 +1111,9 @@ bool Interposer::try_match(Op& op) {
                 if (s.partial == &op) {
                     return false;
                 }
+                if (s.state != InStream::State::carried) {
+                    break; // handed back to MPI: look there (the map changed nothing else)
+                }
             }
         }
         return take_from_mpi(op, op.peer, op.tag);
@@ -1090,7 +1123,12 @@ bool Interposer::try_match(Op& op) {
         if (s->partial != nullptr && s->partial != &op) {
             return false;
         }
-        return take_from_slots(*s, op);
+        if (take_from_slots(*s, op)) {
+            return true;
+        }
+        if (s->state == InStream::State::carried) {
+            return false;
+        }
     }
     return take_from_mpi(op, op.peer, op.tag);
 }
@@ -1236,11 +1274,10 @@ int Interposer::start(MPI_Request* request) {
     op->on_mpi = false;
     Comm* c = op->comm;
     OutStream* s = out_stream(*c, op->peer, op->tag);
-    if (s != nullptr && (!s->carried || s->sent_mpi < s->switch_at)) {
+    if (s != nullptr && !on_pmr(*s)) {
         poll_control();
     }
-    if (s != nullptr && s->carried && s->sent_mpi >= s->switch_at) {
-        send_carried(*s, op->buf, op->count, op->type);
+    if (s != nullptr && on_pmr(*s) && send_carried(*s, op->buf, op->count, op->type)) {
         op->complete = true;
         set_status(&op->status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
         return MPI_SUCCESS;

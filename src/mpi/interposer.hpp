@@ -58,7 +58,7 @@ const char* reason_name(Reason reason) noexcept;
 struct Settings {
     Mode mode = Mode::all;
     unsigned repeats = 3;
-    std::size_t max_bytes = std::size_t{64} << 10;
+    std::size_t max_bytes = std::size_t{16} << 10; // measured: carried streams lose from 32 KiB
     unsigned slots = 2;
     unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
@@ -125,6 +125,7 @@ struct OutStream {
     int tag = 0;
     int dest_world = 0;
     bool carried = false;
+    bool handed_back = false;   // a message too large for the slots sent the stream back to MPI
     std::uint64_t sent_mpi = 0; // messages sent through MPI so far
     std::uint64_t switch_at = 0;
     std::size_t capacity = 0; // payload bytes per slot
@@ -294,7 +295,13 @@ private:
     pmr::Connection& connection(int world_peer);
 
     // Sending and receiving through streams.
-    void send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
+    /// Sends on the stream's windows; false when the message is larger than their slots and the
+    /// stream was handed back to MPI (the caller then sends it through MPI).
+    bool send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
+    void hand_back(OutStream& stream);
+    static bool on_pmr(const OutStream& s) noexcept {
+        return s.carried && !s.handed_back && s.sent_mpi >= s.switch_at;
+    }
     void send_bytes(OutStream& stream, const std::byte* source, std::size_t total);
     bool slot_free(OutStream& stream, unsigned slot);
     void list_busy(OutStream& stream);
