@@ -215,7 +215,12 @@ TEST_CASE("a create/use/destroy loop of shm windows stays flat", "[resources][lo
                 << " -> " << usage_after.blocks << ", held " << usage_after.held);
     CHECK(open_fds() <= fds);
     CHECK(mappings() <= maps + 2);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers keep freed memory in quarantine: the optimised build checks resident memory.
+    WARN("resident memory not checked in a sanitizer build");
+#else
     CHECK(rss_after <= rss + 4096);
+#endif
     CHECK(usage_after.segments == usage.segments);
     // At most one block may still wait for a sender's close here (seen once in several runs
     // under load, not understood yet); a leak of holds grows with the loop.
