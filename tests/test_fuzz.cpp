@@ -168,10 +168,10 @@ TEST_CASE("mutated shm descriptions are refused or fit the announced window", "[
     for (const bool staged : {true, false}) {
         Shm::Description d{};
         d.pid = peer;
-        d.control_fd = 5;
-        d.buffer_fd = staged ? -1 : 6;
+        d.control = {5, 1, 4096, 64 << 20};
+        d.buffer = staged ? Shm::Place{-1, 0, 0, 0} : Shm::Place{6, 0, 8192, 1 << 20};
         d.has_staging = staged ? 1 : 0;
-        d.buffer_offset = staged ? 0 : 8192;
+        d.generation = 7;
         d.address = 0x7f0000001000ULL;
         d.bytes = 100000;
         const Blob valid = BlobWriter().put(d).take();
@@ -179,16 +179,18 @@ TEST_CASE("mutated shm descriptions are refused or fit the announced window", "[
             const auto parsed = Shm::parse_description(message, peer, 100000, where);
             REQUIRE(parsed.pid == peer);
             REQUIRE(parsed.bytes == 100000);
-            REQUIRE(parsed.control_fd >= 0);
-            REQUIRE((parsed.has_staging == 1) == (parsed.buffer_fd < 0));
+            REQUIRE(parsed.control.fd >= 0);
+            REQUIRE((parsed.has_staging == 1) == (parsed.buffer.fd < 0));
+            REQUIRE(parsed.generation != 0);
         });
         CHECK(outcome.refused > iterations / 2);
     }
     // A forged pid: the sender would write into a process outside the job.
     Shm::Description forged{};
     forged.pid = 1;
-    forged.control_fd = 5;
-    forged.buffer_fd = -1;
+    forged.control = {5, 1, 0, 64 << 20};
+    forged.buffer = {-1, 0, 0, 0};
+    forged.generation = 1;
     forged.has_staging = 1;
     forged.address = 0x1000;
     forged.bytes = 64;

@@ -12,6 +12,7 @@
 #include "runner.hpp"
 #include "system_info.hpp"
 #include "topology_command.hpp"
+#include "windows_command.hpp"
 
 #include <pmr/pmr.hpp>
 
@@ -32,6 +33,7 @@ void print_usage(std::ostream& out) {
     out << "usage: pmr-bench <benchmark> [options]   measure pmr against MPI (run with mpirun)\n"
            "       pmr-bench model [options]         predictions of the closed formulas of 002\n"
            "       pmr-bench topology [options]      the virtual 3D torus on the Tofu 6D torus\n"
+           "       pmr-bench windows [options]       set-up pace and resources per window pair\n"
            "       pmr-bench list                    the benchmarks\n"
            "       pmr-bench <benchmark> --help      options of a benchmark\n\n"
            "benchmarks:\n";
@@ -321,6 +323,19 @@ int main(int argc, char** argv) {
             std::cerr << "pmr-bench topology: " << e.what() << " (see pmr-bench topology --help)\n";
             return 2;
         }
+    }
+    if (command == "windows") {
+        MPI_Init(&argc, &argv);
+        int status = 0;
+        try {
+            status = run_windows_command(words, std::cout);
+        } catch (const std::exception& e) {
+            std::cerr << "pmr-bench windows: " << e.what() << "\n";
+            std::cerr.flush();
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Finalize();
+        return status;
     }
     const BenchmarkEntry* entry = find_benchmark(command);
     if (entry == nullptr) {

@@ -39,6 +39,14 @@ public:
     using Error::Error;
 };
 
+/// A limit of the system or of pmr was reached (open files, memory mappings, shared memory, the
+/// arena's PMR_ARENA_LIMIT): the message names the limit and how to raise it. A ProviderError, so
+/// code that catches those catches this too.
+class ResourceError : public ProviderError {
+public:
+    using ProviderError::ProviderError;
+};
+
 /// MPI failed while connections or windows were being set up.
 class BootstrapError : public Error {
 public:

@@ -43,6 +43,8 @@ Settings read_settings() {
     s.shm_cma_threshold =
         static_cast<std::size_t>(number("PMR_SHM_CMA_THRESHOLD", double(s.shm_cma_threshold)));
     s.shm_chunk = static_cast<std::size_t>(number("PMR_SHM_CHUNK", double(s.shm_chunk)));
+    s.arena_step = static_cast<std::size_t>(number("PMR_ARENA_STEP", double(s.arena_step)));
+    s.arena_limit = static_cast<std::size_t>(number("PMR_ARENA_LIMIT", 0.0));
     s.stream_threshold =
         static_cast<std::size_t>(number("PMR_STREAM_THRESHOLD", double(s.stream_threshold)));
 #ifdef NDEBUG

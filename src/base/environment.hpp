@@ -26,6 +26,12 @@ struct Settings {
     /// PMR_SHM_CHUNK: rounds into a user buffer of at least twice this many bytes are cut into
     /// chunks (at least this large) that the waiting receiver may copy too; 0: the sender alone.
     std::size_t shm_chunk = std::size_t{1024} * 1024;
+    /// PMR_ARENA_STEP: bytes by which the process's shared-memory arena grows (one memory file
+    /// each); blocks larger than a quarter of it get a memory file of their own.
+    std::size_t arena_step = std::size_t{64} << 20;
+    /// PMR_ARENA_LIMIT: most bytes of shared memory (arena and own files) this process takes for
+    /// pmr::allocate and library-owned windows; 0: no limit but the system's.
+    std::size_t arena_limit = 0;
     /// PMR_STREAM_THRESHOLD: copies into another process's memory of at least this many bytes use
     /// streaming (non-temporal) stores; 0 (the default) never does. See copy.hpp for why.
     std::size_t stream_threshold = 0;

@@ -83,7 +83,7 @@ OwnedMemory allocate_owned(const ConnectionState& connection, std::size_t bytes)
         });
     }
     if (memory.data == nullptr) {
-        memory.data = static_cast<std::byte*>(allocate_bytes(bytes));
+        memory.data = allocate_shared(bytes, connection.describe()); // ResourceError, not bad_alloc
     }
     return memory;
 }

@@ -6,6 +6,7 @@
 #include "base/backoff.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/shared_memory.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -321,6 +322,11 @@ bool Endpoint::close_all(Endpoint* const* endpoints, std::size_t count, double s
 
 // -------------------------------------------------------------------------------------------------
 
+namespace {
+// Descriptors a key of shared memory may take while UCX opens or maps it, with room to spare.
+constexpr int unpack_descriptors = 8;
+} // namespace
+
 MemoryHandle MemoryHandle::allocate(std::shared_ptr<Context> context, std::size_t bytes,
                                     std::size_t zeroed, const std::string& where) {
     MemoryHandle m;
@@ -330,6 +336,7 @@ MemoryHandle MemoryHandle::allocate(std::shared_ptr<Context> context, std::size_
     params.address = nullptr;
     params.length = std::max<std::size_t>(bytes, 1);
     params.flags = UCP_MEM_MAP_ALLOCATE;
+    require_descriptors(unpack_descriptors, where);
     check(ucp_mem_map(context->get(), &params, &m.handle_), "ucp_mem_map (allocate)", where);
     m.context_ = std::move(context);
     ucp_mem_attr_t attr{};
@@ -429,6 +436,9 @@ RemoteKey::RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, con
                                  " is malformed (" + std::to_string(packed.size()) + " B)",
                              where, "Are both sides running the same pmr and UCX versions?");
     }
+    // UCX 1.13 crashes (uct_posix_rkey_release) when the shared-memory transport cannot open the
+    // peer's segment for lack of descriptors: make sure there are some first.
+    require_descriptors(unpack_descriptors, where);
     const ucs_status_t status = ucp_ep_rkey_unpack(endpoint_->get(), packed.data(), &handle_);
     if (status != UCS_OK) {
         handle_ = nullptr;
