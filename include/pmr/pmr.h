@@ -49,8 +49,10 @@ extern "C" {
 #define PMR_ERR_BOOTSTRAP 5 /**< MPI failed during set-up, or is not initialised */
 #define PMR_ERR_TIMEOUT 6   /**< a wait exceeded PMR_TIMEOUT (pmr::Timeout) */
 #define PMR_ERR_PEER_LOST 7 /**< the peer died or destroyed its window (pmr::PeerLost) */
-#define PMR_ERR_NO_MEMORY 8 /**< memory could not be had (std::bad_alloc) */
-#define PMR_ERR_OTHER 9     /**< anything else */
+#define PMR_ERR_NO_MEMORY                                                                          \
+    8                   /**< memory or a limit (mappings, descriptors, shared memory) could not    \
+                             be had (std::bad_alloc, pmr::ResourceError) */
+#define PMR_ERR_OTHER 9 /**< anything else */
 
 /* NOLINTBEGIN(modernize-use-using): a C header */
 typedef struct pmr_connection_s* pmr_connection;

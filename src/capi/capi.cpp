@@ -54,6 +54,14 @@ int record(int code, const char* message) noexcept {
     return code;
 }
 
+int record_resource(const char* function, const char* what) noexcept {
+    try {
+        return record(PMR_ERR_NO_MEMORY, (std::string(what) + " (in " + function + ")").c_str());
+    } catch (...) {
+        return record(PMR_ERR_NO_MEMORY, what);
+    }
+}
+
 int record_no_memory(const char* function) noexcept {
     try {
         return record(PMR_ERR_NO_MEMORY, pmr::detail::compose("out of memory", function,
@@ -77,6 +85,10 @@ int guarded(const char* function, Body&& body) noexcept {
         return record(PMR_ERR_ARGUMENT, e.what());
     } catch (const pmr::SizeError& e) {
         return record(PMR_ERR_SIZE, e.what());
+    } catch (const pmr::ResourceError& e) {
+        // A limit reached (memory, mappings, descriptors, shared memory): the program can free
+        // or raise something, as for memory it could not have.
+        return record_resource(function, e.what());
     } catch (const pmr::ProviderError& e) {
         return record(PMR_ERR_PROVIDER, e.what());
     } catch (const pmr::BootstrapError& e) {

@@ -59,6 +59,7 @@ bool exceptions_map_to_codes() {
     ok &= maps_to(throw_error<pmr::ArgumentError>, PMR_ERR_ARGUMENT, "thrown by the test");
     ok &= maps_to(throw_error<pmr::SizeError>, PMR_ERR_SIZE, "thrown by the test");
     ok &= maps_to(throw_error<pmr::ProviderError>, PMR_ERR_PROVIDER, "thrown by the test");
+    ok &= maps_to(throw_error<pmr::ResourceError>, PMR_ERR_NO_MEMORY, "thrown by the test");
     ok &= maps_to(throw_error<pmr::BootstrapError>, PMR_ERR_BOOTSTRAP, "thrown by the test");
     ok &= maps_to(throw_error<pmr::Timeout>, PMR_ERR_TIMEOUT, "thrown by the test");
     ok &= maps_to(throw_error<pmr::PeerLost>, PMR_ERR_PEER_LOST, "thrown by the test");
