@@ -369,7 +369,7 @@ void Interposer::write_report() {
                 std::fprintf(stderr,
                              "pmr-mpi rank %d: stream from %d tag %d: %s, %llu via pmr, "
                              "switch at %llu, %llu via MPI\n",
-                             world_rank_, s.source_world, s.tag, reason_name(s.reason),
+                             world_rank_, s.peer_world, s.tag, reason_name(s.reason),
                              static_cast<unsigned long long>(s.pmr_received.messages),
                              static_cast<unsigned long long>(s.switch_at),
                              static_cast<unsigned long long>(s.claimed_mpi));

@@ -391,38 +391,32 @@ void Interposer::type_freed(MPI_Datatype type) {
 // ---------------------------------------------------------------------------------------------
 // Streams and their agreement
 
-OutStream* Interposer::out_stream(Comm& comm, int dest, int tag) {
-    auto key = std::make_pair(dest, tag);
-    auto it = comm.out.find(key);
-    if (it != comm.out.end()) {
+template <class Stream>
+Stream* Interposer::stream_of(Comm& comm,
+                              std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
+                              int peer, int tag) {
+    auto key = std::make_pair(peer, tag);
+    auto it = streams.find(key);
+    if (it != streams.end()) {
         return it->second.get();
     }
-    if (comm.id == 0 || dest == comm.rank || !world_of(comm)) {
+    if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
         return nullptr;
     }
-    auto s = std::make_unique<OutStream>();
+    auto s = std::make_unique<Stream>();
     s->comm = &comm;
-    s->dest = dest;
+    s->peer = peer;
     s->tag = tag;
-    s->dest_world = comm.world[static_cast<std::size_t>(dest)];
-    return comm.out.emplace(key, std::move(s)).first->second.get();
+    s->peer_world = comm.world[static_cast<std::size_t>(peer)];
+    return streams.emplace(key, std::move(s)).first->second.get();
+}
+
+OutStream* Interposer::out_stream(Comm& comm, int dest, int tag) {
+    return stream_of(comm, comm.out, dest, tag);
 }
 
 InStream* Interposer::in_stream(Comm& comm, int source, int tag) {
-    auto key = std::make_pair(source, tag);
-    auto it = comm.in.find(key);
-    if (it != comm.in.end()) {
-        return it->second.get();
-    }
-    if (comm.id == 0 || source == comm.rank || !world_of(comm)) {
-        return nullptr;
-    }
-    auto s = std::make_unique<InStream>();
-    s->comm = &comm;
-    s->source = source;
-    s->tag = tag;
-    s->source_world = comm.world[static_cast<std::size_t>(source)];
-    return comm.in.emplace(key, std::move(s)).first->second.get();
+    return stream_of(comm, comm.in, source, tag);
 }
 
 pmr::Connection& Interposer::connection(int world_peer) {
@@ -443,7 +437,7 @@ void Interposer::propose(InStream& stream) {
     // third process); they are first used once the sender has answered.
     std::size_t capacity = std::max<std::size_t>(stream.max_bytes, 64);
     capacity = (capacity + 63) & ~std::size_t{63};
-    pmr::Connection& c = connection(stream.source_world);
+    pmr::Connection& c = connection(stream.peer_world);
     stream.slots.reserve(settings_.slots);
     for (unsigned i = 0; i < settings_.slots; ++i) {
         stream.slots.emplace_back(c, capacity + header_bytes);
@@ -456,7 +450,7 @@ void Interposer::propose(InStream& stream) {
                                      static_cast<std::int64_t>(stream.claimed_mpi),
                                      static_cast<std::int64_t>(capacity),
                                      settings_.slots};
-    call(PMPI_Send)(message, 6, MPI_INT64_T, stream.source_world, control_tag, control_);
+    call(PMPI_Send)(message, 6, MPI_INT64_T, stream.peer_world, control_tag, control_);
 }
 
 void Interposer::poll_control() {
@@ -857,7 +851,7 @@ bool Interposer::open_stream_matches(const Comm& comm, int source, int tag) cons
     for (const auto& entry : comm.in) {
         const InStream& s = *entry.second;
         if ((s.state == InStream::State::proposing || s.state == InStream::State::carried) &&
-            overlaps(source, tag, s.source, s.tag)) {
+            overlaps(source, tag, s.peer, s.tag)) {
             return true;
         }
     }
@@ -898,7 +892,6 @@ void Interposer::activate_recv(Op& op) {
                 const auto bytes =
                     static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
                 s->max_bytes = std::max(s->max_bytes, bytes);
-                s->saw_persistent = s->saw_persistent || op.persistent;
                 if (op.persistent || settings_.mode == Mode::all) {
                     ++s->repeats;
                 } else {
@@ -1019,7 +1012,6 @@ bool Interposer::take_from_mpi(Op& op, int source, int tag) {
     }
     if (InStream* s = in_stream(*op.comm, status.MPI_SOURCE, status.MPI_TAG)) {
         ++s->claimed_mpi;
-        ++s->mpi_received.messages;
     }
     op.error = PMPI_Mrecv(op.buf, op.count, op.type, &message, &op.status);
     return true;
@@ -1091,7 +1083,7 @@ bool Interposer::take_from_slots(InStream& stream, Op& op) {
     if (op.total > room) {
         op.error = MPI_ERR_TRUNCATE;
     }
-    set_status(&op.status, stream.source, stream.tag, delivered, false, op.error);
+    set_status(&op.status, stream.peer, stream.tag, delivered, false, op.error);
     ++stream.pmr_received.messages;
     stream.pmr_received.bytes += op.total;
     return true;
@@ -1103,7 +1095,7 @@ bool Interposer::try_match(Op& op) {
         for (auto& entry : comm.in) {
             InStream& s = *entry.second;
             if (s.state == InStream::State::carried && s.claimed_mpi >= s.switch_at &&
-                overlaps(op.peer, op.tag, s.source, s.tag) &&
+                overlaps(op.peer, op.tag, s.peer, s.tag) &&
                 (s.partial == nullptr || s.partial == &op)) {
                 if (take_from_slots(s, op)) {
                     return true;
@@ -1701,8 +1693,8 @@ int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status
     for (auto& entry : c->in) {
         InStream& s = *entry.second;
         if (s.state != InStream::State::carried || s.claimed_mpi < s.switch_at ||
-            !overlaps(source, tag, s.source, s.tag) || s.partial != nullptr ||
-            defer_needed(*c, s.source, s.tag)) {
+            !overlaps(source, tag, s.peer, s.tag) || s.partial != nullptr ||
+            defer_needed(*c, s.peer, s.tag)) {
             continue;
         }
         const unsigned slot = s.next;
@@ -1714,7 +1706,7 @@ int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status
             std::memcpy(&total, s.slots[slot].data(), header_bytes);
             *flag = 1;
             if (status != MPI_STATUS_IGNORE) {
-                set_status(status, s.source, s.tag, static_cast<std::size_t>(total), false,
+                set_status(status, s.peer, s.tag, static_cast<std::size_t>(total), false,
                            MPI_SUCCESS);
             }
             return MPI_SUCCESS;
@@ -1787,11 +1779,6 @@ std::uint64_t Interposer::carried_messages() const {
         add(*comm);
     }
     return n;
-}
-
-void Interposer::fail(Comm* comm, int code, const std::string& what) {
-    std::fprintf(stderr, "pmr-mpi: rank %d: %s\n", world_rank_, what.c_str());
-    call(PMPI_Comm_call_errhandler)(comm != nullptr ? comm->handle : MPI_COMM_WORLD, code);
 }
 
 } // namespace pmr::mpi

@@ -100,8 +100,7 @@ struct Op {
     // A message arriving in several chunks.
     std::size_t got = 0;
     std::size_t total = 0;
-    std::vector<std::byte> staging; // packed data of non-contiguous receives
-    InStream* partial_of = nullptr;
+    std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
 };
@@ -121,9 +120,9 @@ struct Held {
 
 struct OutStream {
     Comm* comm = nullptr;
-    int dest = 0;
+    int peer = 0; // the destination
     int tag = 0;
-    int dest_world = 0;
+    int peer_world = 0;
     bool carried = false;
     bool handed_back = false;   // a message too large for the slots sent the stream back to MPI
     std::uint64_t sent_mpi = 0; // messages sent through MPI so far
@@ -140,16 +139,15 @@ struct OutStream {
 struct InStream {
     enum class State : unsigned char { mpi, proposing, carried, refused };
     Comm* comm = nullptr;
-    int source = 0;
+    int peer = 0; // the source
     int tag = 0;
-    int source_world = 0;
+    int peer_world = 0;
     State state = State::mpi;
     Reason reason = Reason::few_repeats;
     std::uint64_t claimed_mpi = 0; // messages of this stream taken (or to be taken) through MPI
     std::uint64_t switch_at = 0;
     unsigned repeats = 0;
     std::size_t max_bytes = 0;
-    bool saw_persistent = false;
     std::size_t capacity = 0;
     std::vector<pmr::RecvWindow<std::byte>> slots;
     std::vector<unsigned char> full; // the slot's round completed and is not consumed yet
@@ -158,7 +156,6 @@ struct InStream {
     double proposed_at = 0;   // MPI_Wtime of the proposal
     double setup_seconds = 0; // from the proposal to the sender's answer
     Counters pmr_received;
-    Counters mpi_received;
 };
 
 /// One built-in collective call signature on a communicator.
@@ -281,6 +278,9 @@ private:
     // Streams.
     OutStream* out_stream(Comm& comm, int dest, int tag);
     InStream* in_stream(Comm& comm, int source, int tag);
+    template <class Stream>
+    Stream* stream_of(Comm& comm, std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
+                      int peer, int tag);
     bool world_of(Comm& comm);
     void propose(InStream& stream);
     void poll_control();
@@ -330,7 +330,6 @@ private:
     void hold_type(Op& op);
     void drop_type(Op& op);
     const TypeInfo& type_info(MPI_Datatype type);
-    void fail(Comm* comm, int code, const std::string& what);
 
     // Collectives.
     CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies);
