@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pmr::mpi {
 
@@ -52,6 +53,17 @@ std::size_t parse_bytes(const char* text, std::size_t fallback) {
         scale = std::size_t{1} << 20;
     }
     return static_cast<std::size_t>(value) * scale;
+}
+
+template <class Handle>
+std::size_t recent_index(Handle handle, std::size_t size) noexcept {
+    std::uint64_t x = 0;
+    if constexpr (std::is_pointer_v<Handle>) {
+        x = reinterpret_cast<std::uintptr_t>(handle) >> 4; // Open MPI: objects on the heap
+    } else {
+        x = static_cast<std::uint64_t>(static_cast<std::uint32_t>(handle)); // MPICH: integers
+    }
+    return static_cast<std::size_t>((x ^ (x >> 7) ^ (x >> 13)) % size);
 }
 
 bool overlaps(int source_a, int tag_a, int source_b, int tag_b) noexcept {
@@ -252,12 +264,20 @@ void Interposer::finish() {
             entry.second->collectives.clear();
             entry.second->out.clear();
             entry.second->in.clear();
+            std::fill(std::begin(entry.second->recent_out), std::end(entry.second->recent_out),
+                      Comm::Recent<OutStream>{});
+            std::fill(std::begin(entry.second->recent_in), std::end(entry.second->recent_in),
+                      Comm::Recent<InStream>{});
             entry.second->pcomm.reset();
         }
         for (auto& comm : freed_comms_) {
             comm->collectives.clear();
             comm->out.clear();
             comm->in.clear();
+            std::fill(std::begin(comm->recent_out), std::end(comm->recent_out),
+                      Comm::Recent<OutStream>{});
+            std::fill(std::begin(comm->recent_in), std::end(comm->recent_in),
+                      Comm::Recent<InStream>{});
             comm->pcomm.reset();
         }
         connections_.clear();
@@ -273,6 +293,9 @@ void Interposer::finish() {
     }
     ops_.clear();
     free_ops_.clear();
+    for (RecentOp& recent : recent_op_) {
+        recent = {};
+    }
     if (control_request_ != MPI_REQUEST_NULL) {
         call(PMPI_Cancel)(&control_request_);
         call(PMPI_Wait)(&control_request_, MPI_STATUS_IGNORE);
@@ -285,8 +308,16 @@ void Interposer::finish() {
 // Communicators
 
 Comm* Interposer::find(MPI_Comm comm) noexcept {
+    if (comm == last_comm_ && comm != MPI_COMM_NULL) {
+        return last_comm_state_;
+    }
     auto it = comms_.find(comm);
-    return it == comms_.end() ? nullptr : it->second.get();
+    if (it == comms_.end()) {
+        return nullptr;
+    }
+    last_comm_ = comm;
+    last_comm_state_ = it->second.get();
+    return last_comm_state_;
 }
 
 void Interposer::comm_created(MPI_Comm parent, MPI_Comm child) {
@@ -315,6 +346,9 @@ void Interposer::comm_created(MPI_Comm parent, MPI_Comm child) {
     if (c->id != 0) {
         by_id_[c->id] = c.get();
     }
+    if (last_comm_ == child) {
+        last_comm_ = MPI_COMM_NULL;
+    }
     comms_[child] = std::move(c);
 }
 
@@ -325,6 +359,9 @@ void Interposer::comm_freed(MPI_Comm comm) {
     }
     // The handle may come back for another communicator; the streams stay until MPI_Finalize
     // (their peers may still be sending what the application received before freeing).
+    if (last_comm_ == comm) {
+        last_comm_ = MPI_COMM_NULL;
+    }
     it->second->freed = true;
     if (it->second->id != 0) {
         by_id_.erase(it->second->id);
@@ -359,8 +396,14 @@ bool Interposer::world_of(Comm& comm) {
 }
 
 const TypeInfo& Interposer::type_info(MPI_Datatype type) {
+    if (type == last_type_ && last_type_info_ != nullptr) {
+        return *last_type_info_;
+    }
+    // Elements of an unordered_map keep their address when it grows.
     auto it = types_.find(type);
     if (it != types_.end()) {
+        last_type_ = type;
+        last_type_info_ = &it->second;
         return it->second;
     }
     TypeInfo info;
@@ -385,6 +428,9 @@ const TypeInfo& Interposer::type_info(MPI_Datatype type) {
 }
 
 void Interposer::type_freed(MPI_Datatype type) {
+    if (type == last_type_) {
+        last_type_info_ = nullptr;
+    }
     types_.erase(type);
 }
 
@@ -394,29 +440,38 @@ void Interposer::type_freed(MPI_Datatype type) {
 template <class Stream>
 Stream* Interposer::stream_of(Comm& comm,
                               std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
-                              int peer, int tag) {
+                              Comm::Recent<Stream>* recent, int peer, int tag) {
+    const auto mixed = static_cast<unsigned>(peer) * 0x9E3779B1U + static_cast<unsigned>(tag);
+    Comm::Recent<Stream>& entry = recent[(mixed ^ (mixed >> 16)) % Comm::recent_size];
+    if (entry.stream != nullptr && entry.peer == peer && entry.tag == tag) {
+        return entry.stream;
+    }
     auto key = std::make_pair(peer, tag);
     auto it = streams.find(key);
+    Stream* found = nullptr;
     if (it != streams.end()) {
-        return it->second.get();
+        found = it->second.get();
+    } else {
+        if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
+            return nullptr;
+        }
+        auto s = std::make_unique<Stream>();
+        s->comm = &comm;
+        s->peer = peer;
+        s->tag = tag;
+        s->peer_world = comm.world[static_cast<std::size_t>(peer)];
+        found = streams.emplace(key, std::move(s)).first->second.get();
     }
-    if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
-        return nullptr;
-    }
-    auto s = std::make_unique<Stream>();
-    s->comm = &comm;
-    s->peer = peer;
-    s->tag = tag;
-    s->peer_world = comm.world[static_cast<std::size_t>(peer)];
-    return streams.emplace(key, std::move(s)).first->second.get();
+    entry = {peer, tag, found};
+    return found;
 }
 
 OutStream* Interposer::out_stream(Comm& comm, int dest, int tag) {
-    return stream_of(comm, comm.out, dest, tag);
+    return stream_of(comm, comm.out, comm.recent_out, dest, tag);
 }
 
 InStream* Interposer::in_stream(Comm& comm, int source, int tag) {
-    return stream_of(comm, comm.in, source, tag);
+    return stream_of(comm, comm.in, comm.recent_in, source, tag);
 }
 
 pmr::Connection& Interposer::connection(int world_peer) {
@@ -451,6 +506,19 @@ void Interposer::propose(InStream& stream) {
                                      static_cast<std::int64_t>(capacity),
                                      settings_.slots};
     call(PMPI_Send)(message, 6, MPI_INT64_T, stream.peer_world, control_tag, control_);
+}
+
+bool Interposer::worth_polling(const OutStream& stream, int count, MPI_Datatype type) {
+    // Looking for control messages is an MPI call that progresses everything MPI has in flight:
+    // made before a large send, it can start a rendezvous copy for the peer ahead of this
+    // rank's own send and serialise what would overlap (measured: uncarried 256 KiB-1 MiB
+    // exchanges took twice as long). So look only where a proposal can matter: before messages
+    // small enough to be carried, for a stream's first 64 sends and then every 16th.
+    if (static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size) >
+        settings_.max_bytes) {
+        return false;
+    }
+    return stream.sent_mpi < 64 || stream.sent_mpi % 16 == 0;
 }
 
 void Interposer::poll_control() {
@@ -675,7 +743,7 @@ int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, in
                      MPI_Comm comm, int mode) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control(); // a proposal for this stream may be waiting
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
@@ -719,7 +787,7 @@ int Interposer::isend(const void* buf, int count, MPI_Datatype type, int dest, i
                       MPI_Comm comm, int mode, MPI_Request* request) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control();
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
@@ -775,6 +843,7 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     op->tag = tag;
     op->comm = c;
     hold_type(*op);
+    recent_op_[recent_index(*request, recent_ops)] = {};
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -790,18 +859,27 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         // steady state allocates nothing and makes no MPI call.
         op = free_ops_.back();
         free_ops_.pop_back();
-        const MPI_Request handle = op->handle;
-        std::vector<std::byte> staging = std::move(op->staging);
-        *op = Op{};
-        op->handle = handle;
-        op->staging = std::move(staging);
+        // Every field is set below or here (cheaper than assigning a whole fresh Op).
+        op->active = false;
+        op->complete = false;
+        op->on_mpi = false;
+        op->freed = false;
+        op->cancelled = false;
+        op->in_queue = false;
+        op->inner = MPI_REQUEST_NULL;
+        op->error = MPI_SUCCESS;
+        op->got = 0;
+        op->total = 0;
         op->staging.clear();
+        op->collective = nullptr;
+        op->own_type = false;
     } else {
         auto fresh = std::make_unique<Op>();
         // A real, never started persistent request: a handle every MPI call accepts (also
         // through the Fortran bindings), which stands for an operation the interposer carries.
         call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &fresh->handle);
         op = fresh.get();
+        recent_op_[recent_index(op->handle, recent_ops)] = {};
         ops_[op->handle] = std::move(fresh);
     }
     op->kind = kind;
@@ -884,6 +962,13 @@ void Interposer::activate_recv(Op& op) {
             // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
             defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+            if (s->state == InStream::State::carried && c->deferred.empty() &&
+                s->claimed_mpi >= s->switch_at && s->partial == nullptr &&
+                take_from_slots(*s, op)) {
+                // The steady state of a carried stream: its message is there already.
+                complete_op(op);
+                return;
+            }
             if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
                 defer_needed(*c, op.peer, op.tag)) {
                 defer = true;
@@ -998,6 +1083,7 @@ int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, i
     op->tag = tag;
     op->comm = c;
     hold_type(*op);
+    recent_op_[recent_index(*request, recent_ops)] = {};
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -1224,8 +1310,24 @@ Op* Interposer::op_of(MPI_Request handle) noexcept {
     if (ops_.empty() || handle == MPI_REQUEST_NULL) {
         return nullptr;
     }
+    RecentOp& recent = recent_op_[recent_index(handle, recent_ops)];
+    if (recent.handle == handle && recent.op != nullptr) {
+        return recent.op;
+    }
     auto it = ops_.find(handle);
-    return it == ops_.end() ? nullptr : it->second.get();
+    if (it == ops_.end()) {
+        return nullptr;
+    }
+    recent = {handle, it->second.get()};
+    return recent.op;
+}
+
+void Interposer::forget_op(MPI_Request handle) noexcept {
+    RecentOp& recent = recent_op_[recent_index(handle, recent_ops)];
+    if (recent.handle == handle) {
+        recent = {};
+    }
+    ops_.erase(handle);
 }
 
 bool Interposer::own_pending(int count, const MPI_Request* requests) noexcept {
@@ -1245,7 +1347,7 @@ void Interposer::retire(Op& op) {
     if (op.persistent) {
         MPI_Request h = op.handle;
         drop_type(op);
-        ops_.erase(op.handle);
+        forget_op(op.handle);
         PMPI_Request_free(&h);
     } else {
         release(op);
@@ -1266,7 +1368,7 @@ int Interposer::start(MPI_Request* request) {
     op->on_mpi = false;
     Comm* c = op->comm;
     OutStream* s = out_stream(*c, op->peer, op->tag);
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, op->count, op->type)) {
         poll_control();
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, op->buf, op->count, op->type)) {
@@ -1418,21 +1520,40 @@ int Interposer::testall(int count, MPI_Request* requests, int* flag, MPI_Status*
 }
 
 int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
-    if (!own_pending(count, requests) && !owes()) {
+    // The operations behind the handles, found once (a halo's few requests on the stack).
+    constexpr int on_stack = 32;
+    Op* few[on_stack];
+    unsigned char few_done[on_stack];
+    std::vector<Op*> many;
+    std::vector<unsigned char> many_done;
+    Op** ops = few;
+    unsigned char* done = few_done;
+    if (count > on_stack) {
+        many.resize(static_cast<std::size_t>(count));
+        many_done.resize(static_cast<std::size_t>(count));
+        ops = many.data();
+        done = many_done.data();
+    }
+    bool own = false;
+    for (int i = 0; i < count; ++i) {
+        ops[i] = op_of(requests[i]);
+        own = own || ops[i] != nullptr;
+        done[i] = 0;
+    }
+    if (!own && !owes()) {
         return PMPI_Waitall(count, requests, statuses);
     }
     int errors = 0;
     Comm* failed = nullptr; // the communicator of a carried receive that failed (truncation)
-    std::vector<unsigned char> done(static_cast<std::size_t>(count), 0);
     int left = count;
     unsigned spins = 0;
     for (;;) {
         for (int i = 0; i < count; ++i) {
-            if (done[static_cast<std::size_t>(i)] != 0) {
+            if (done[i] != 0) {
                 continue;
             }
             MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
-            Op* op = op_of(requests[i]);
+            Op* op = ops[i];
             int finished = 0;
             int rc = MPI_SUCCESS;
             if (op != nullptr && !op->on_mpi && op->active) {
@@ -1452,7 +1573,7 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
                 }
             }
             if (finished != 0) {
-                done[static_cast<std::size_t>(i)] = 1;
+                done[i] = 1;
                 --left;
                 if (rc != MPI_SUCCESS) {
                     ++errors;
@@ -1636,7 +1757,7 @@ int Interposer::request_free(MPI_Request* request) {
         if (op->persistent) {
             const MPI_Request handle = op->handle;
             drop_type(*op);
-            ops_.erase(handle);
+            forget_op(handle);
             return PMPI_Request_free(request);
         }
         release(*op);

@@ -201,6 +201,17 @@ struct Comm {
     unsigned open_streams = 0; // in-streams proposing or carried
     std::map<std::pair<int, int>, std::unique_ptr<OutStream>> out;
     std::map<std::pair<int, int>, std::unique_ptr<InStream>> in;
+    /// The streams looked up last, by (peer, tag): a halo's few streams are found without a
+    /// search on every call. Streams live as long as their communicator, so entries stay valid.
+    template <class Stream>
+    struct Recent {
+        int peer = MPI_PROC_NULL;
+        int tag = 0;
+        Stream* stream = nullptr;
+    };
+    static constexpr std::size_t recent_size = 16;
+    Recent<OutStream> recent_out[recent_size];
+    Recent<InStream> recent_in[recent_size];
     std::deque<Op*> deferred; // receives waiting for a match, in posting order
     std::unique_ptr<pmr::Communicator> pcomm;
     std::map<CollectiveKey, CollectiveState> collectives;
@@ -280,10 +291,11 @@ private:
     InStream* in_stream(Comm& comm, int source, int tag);
     template <class Stream>
     Stream* stream_of(Comm& comm, std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
-                      int peer, int tag);
+                      Comm::Recent<Stream>* recent, int peer, int tag);
     bool world_of(Comm& comm);
     void propose(InStream& stream);
     void poll_control();
+    bool worth_polling(const OutStream& stream, int count, MPI_Datatype type);
     /// Whether carried traffic needs this process's progress (a blocking MPI call must then be
     /// made non-blocking and polled beside it).
     bool owes() const noexcept {
@@ -321,6 +333,7 @@ private:
     void complete_op(Op& op);
     void retire(Op& op);
     Op* op_of(MPI_Request handle) noexcept;
+    void forget_op(MPI_Request handle) noexcept;
     bool own_pending(int count, const MPI_Request* requests) noexcept;
     int finish_request(MPI_Request* request, MPI_Status* status);
     void wait_until(const std::function<bool()>& done);
@@ -352,6 +365,19 @@ private:
     std::unordered_map<std::uint64_t, Comm*> by_id_;
     std::vector<std::unique_ptr<Comm>> freed_comms_;
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> ops_;
+    /// The operations found last, by handle (direct-mapped): a wait on a halo's requests finds
+    /// its operations without hashing. Only hits are kept; forget_op() clears an entry.
+    struct RecentOp {
+        MPI_Request handle = MPI_REQUEST_NULL;
+        Op* op = nullptr;
+    };
+    static constexpr std::size_t recent_ops = 64;
+    RecentOp recent_op_[recent_ops];
+    // The communicator and datatype used last.
+    MPI_Comm last_comm_ = MPI_COMM_NULL;
+    Comm* last_comm_state_ = nullptr;
+    MPI_Datatype last_type_ = MPI_DATATYPE_NULL;
+    const TypeInfo* last_type_info_ = nullptr;
     std::vector<Op*> free_ops_; // kept with their handles for the next plain operation
     std::vector<OutStream*> busy_streams_;
     std::vector<Comm*> deferring_comms_;
