@@ -114,6 +114,9 @@ const char* reason_name(Reason reason) noexcept {
         return "messages above PMR_MPI_MAX_BYTES";
     case Reason::refused:
         return "the sender declined";
+    case Reason::handed_back:
+        return "carried, then sent back to MPI by a message larger than the slots or a "
+               "synchronous send";
     case Reason::stream_limit:
         return "PMR_MPI_MAX_STREAMS streams carried already";
     case Reason::cancelled:
@@ -566,7 +569,7 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
             windows.emplace_back(c, capacity + header_bytes);
         }
         OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
-        if (stream == nullptr || stream->carried || cancel_seen_ ||
+        if (stream == nullptr || stream->carried || stream->synchronous || cancel_seen_ ||
             streams_out_ >= settings_.max_streams) {
             const std::int64_t answer[6] = {
                 refuse_stream, message[1], tag, static_cast<std::int64_t>(Reason::refused), 0, 0};
@@ -663,6 +666,13 @@ bool Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI
     return true;
 }
 
+void Interposer::synchronous_send(OutStream& stream) {
+    stream.synchronous = true;
+    if (on_pmr(stream)) {
+        hand_back(stream);
+    }
+}
+
 void Interposer::hand_back(OutStream& stream) {
     Held marker;
     marker.total = back_to_mpi;
@@ -743,6 +753,9 @@ int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, in
                      MPI_Comm comm, int mode) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
+    if (s != nullptr && mode == 1) {
+        synchronous_send(*s);
+    }
     if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control(); // a proposal for this stream may be waiting
     }
@@ -787,6 +800,9 @@ int Interposer::isend(const void* buf, int count, MPI_Datatype type, int dest, i
                       MPI_Comm comm, int mode, MPI_Request* request) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
+    if (s != nullptr && mode == 1) {
+        synchronous_send(*s);
+    }
     if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control();
     }
@@ -842,6 +858,7 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     op->peer = dest;
     op->tag = tag;
     op->comm = c;
+    op->synchronous = mode == 1;
     hold_type(*op);
     recent_op_[recent_index(*request, recent_ops)] = {};
     ops_[*request] = std::move(op);
@@ -1123,7 +1140,7 @@ bool Interposer::take_from_slots(InStream& stream, Op& op) {
             // The sender handed the stream back to MPI: the rest of it arrives there.
             stream.full[slot] = 0;
             stream.state = InStream::State::refused;
-            stream.reason = Reason::too_large;
+            stream.reason = Reason::handed_back;
             --stream.comm->open_streams;
             return false;
         }
@@ -1368,6 +1385,9 @@ int Interposer::start(MPI_Request* request) {
     op->on_mpi = false;
     Comm* c = op->comm;
     OutStream* s = out_stream(*c, op->peer, op->tag);
+    if (s != nullptr && op->synchronous) {
+        synchronous_send(*s);
+    }
     if (s != nullptr && !on_pmr(*s) && worth_polling(*s, op->count, op->type)) {
         poll_control();
     }

@@ -49,6 +49,8 @@ enum class Reason : unsigned char {
     stream_limit, // PMR_MPI_MAX_STREAMS streams are carried already
     cancelled,    // the program cancelled a receive MPI held (its count of messages is unknown)
     refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
+    handed_back,  // carried, then the sender sent it back (a message larger than the slots, or
+                  // a synchronous send)
     datatype,     // collectives: not a built-in type or operation pmr reduces
     disagreement, // collectives: the ranks did not all qualify
     count_
@@ -103,6 +105,7 @@ struct Op {
     std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
+    bool synchronous = false; // MPI_Ssend_init
 };
 
 struct Counters {
@@ -125,6 +128,8 @@ struct OutStream {
     int peer_world = 0;
     bool carried = false;
     bool handed_back = false;   // a message too large for the slots sent the stream back to MPI
+    bool synchronous = false;   // a synchronous send seen: MPI's for good (its completion says
+                                // that the receive has started, which slots cannot tell)
     std::uint64_t sent_mpi = 0; // messages sent through MPI so far
     std::uint64_t switch_at = 0;
     std::size_t capacity = 0; // payload bytes per slot
@@ -310,6 +315,8 @@ private:
     /// Sends on the stream's windows; false when the message is larger than their slots and the
     /// stream was handed back to MPI (the caller then sends it through MPI).
     bool send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
+    /// A synchronous send on the stream: it goes back to MPI for good, in order.
+    void synchronous_send(OutStream& stream);
     void hand_back(OutStream& stream);
     static bool on_pmr(const OutStream& s) noexcept {
         return s.carried && !s.handed_back && s.sent_mpi >= s.switch_at;

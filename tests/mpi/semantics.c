@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* Made by every rank (MPI_Comm_dup is collective), used by the pairs. */
-    MPI_Comm cases[12];
+    MPI_Comm cases[13];
     int ncases = 0;
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 13; ++i) {
         cases[i] = fresh();
     }
     MPI_Comm pairs; /* the two ranks of a pair (a lone last rank alone) */
@@ -370,11 +370,48 @@ int main(int argc, char** argv) {
         free(big);
     }
 
+    /* 8d. A synchronous send on a carried stream completes only once the receive has started
+     * (the receiver posts it only after the sender has seen the send incomplete many times);
+     * the stream's later messages still arrive in order. */
+    if (partner != MPI_PROC_NULL) {
+        if (interposed()) {
+            EXPECT(carried() > before, "the previous case's stream was not carried");
+        }
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 15, 1, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the synchronous case's stream was not carried");
+        }
+        int m[2] = {151, 152};
+        if (sender) {
+            MPI_Request r;
+            MPI_Issend(&m[0], 1, MPI_INT, partner, 15, comm, &r);
+            int early = 0;
+            for (int i = 0; i < 200 && !early; ++i) {
+                MPI_Test(&r, &early, MPI_STATUS_IGNORE);
+            }
+            EXPECT(!early, "MPI_Issend completed before its receive was posted");
+            int go = 1;
+            MPI_Send(&go, 1, MPI_INT, partner, 16, comm);
+            if (!early) {
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+            }
+            MPI_Send(&m[1], 1, MPI_INT, partner, 15, comm);
+        } else {
+            int go = 0, x = -1, y = -1;
+            MPI_Recv(&go, 1, MPI_INT, partner, 16, comm, MPI_STATUS_IGNORE);
+            MPI_Recv(&x, 1, MPI_INT, partner, 15, comm, MPI_STATUS_IGNORE);
+            MPI_Recv(&y, 1, MPI_INT, partner, 15, comm, MPI_STATUS_IGNORE);
+            EXPECT(x == 151 && y == 152, "synchronous send: %d then %d", x, y);
+        }
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
     }
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 13; ++i) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
