@@ -271,7 +271,16 @@ public:
     int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
     int iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
     int probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
-    void saw_mprobe(MPI_Comm comm, int source, int tag);
+    int improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                MPI_Status* status);
+    int mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
+    int mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status);
+    int imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request);
+    /// Whether `message` is one the interposer handed out (a carried stream's message taken
+    /// by a matched probe); MPI has never seen it.
+    bool claimed(MPI_Message message) const noexcept {
+        return !claimed_.empty() && claimed_.count(message) != 0;
+    }
 
     // Collectives.
     int allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
@@ -335,6 +344,13 @@ private:
     bool try_match(Op& op);
     bool take_from_slots(InStream& stream, Op& op);
     bool take_from_mpi(Op& op, int source, int tag);
+    /// A carried stream matching (source, tag) whose next message has arrived and that no
+    /// deferred receive takes first; its size in `total`.
+    InStream* ready_stream(Comm& comm, int source, int tag, std::uint64_t& total);
+    /// Delivers `bytes` of packed data into a receive's buffer as MPI would: the status, and
+    /// MPI_ERR_TRUNCATE when the buffer is too small (nothing written past it).
+    int deliver(const std::byte* data, std::size_t bytes, void* buf, int count, MPI_Datatype type,
+                MPI_Comm comm, int source, int tag, MPI_Status* status);
     void progress();
     void progress_deferred(Comm& comm);
     void complete_op(Op& op);
@@ -390,6 +406,15 @@ private:
     std::vector<Comm*> deferring_comms_;
     std::vector<Op*> collective_ops_; // carried MPI_Iallreduce runs in flight
     std::unordered_map<MPI_Datatype, TypeInfo> types_;
+    /// Messages of carried streams taken by MPI_Mprobe / MPI_Improbe, by the handle given out.
+    struct Claimed {
+        std::vector<std::byte> data;
+        int source = 0;
+        int tag = 0;
+        MPI_Comm comm = MPI_COMM_NULL;
+    };
+    std::unordered_map<MPI_Message, std::unique_ptr<Claimed>> claimed_;
+    unsigned claimed_count_ = 0;
     std::uint64_t own_mpi_calls_ = 0;
     std::string off_reason_;
     bool cancel_seen_ = false; // no stream is proposed after that

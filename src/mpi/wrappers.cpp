@@ -448,22 +448,30 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
 }
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
                 MPI_Status* status) {
-    if (!bypass()) {
-        enter([&] {
-            Interposer::get().saw_mprobe(comm, source, tag);
-            return 0;
-        });
+    if (bypass()) {
+        return PMPI_Improbe(source, tag, comm, flag, message, status);
     }
-    return PMPI_Improbe(source, tag, comm, flag, message, status);
+    return enter(
+        [&] { return Interposer::get().improbe(source, tag, comm, flag, message, status); });
 }
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
-    if (!bypass()) {
-        enter([&] {
-            Interposer::get().saw_mprobe(comm, source, tag);
-            return 0;
-        });
+    if (bypass()) {
+        return PMPI_Mprobe(source, tag, comm, message, status);
     }
-    return PMPI_Mprobe(source, tag, comm, message, status);
+    return enter([&] { return Interposer::get().mprobe(source, tag, comm, message, status); });
+}
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+    if (bypass()) {
+        return PMPI_Mrecv(buf, count, type, message, status);
+    }
+    return enter([&] { return Interposer::get().mrecv(buf, count, type, message, status); });
+}
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+               MPI_Request* request) {
+    if (bypass()) {
+        return PMPI_Imrecv(buf, count, type, message, request);
+    }
+    return enter([&] { return Interposer::get().imrecv(buf, count, type, message, request); });
 }
 
 // Collectives.

@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* Made by every rank (MPI_Comm_dup is collective), used by the pairs. */
-    MPI_Comm cases[13];
+    MPI_Comm cases[14];
     int ncases = 0;
-    for (int i = 0; i < 13; ++i) {
+    for (int i = 0; i < 14; ++i) {
         cases[i] = fresh();
     }
     MPI_Comm pairs; /* the two ranks of a pair (a lone last rank alone) */
@@ -407,11 +407,53 @@ int main(int argc, char** argv) {
         }
     }
 
+    /* 8e. Matched probes on a carried stream (MPI_Mprobe, MPI_Improbe with MPI_ANY_TAG) take its
+     * messages in order, with their size; MPI_Mrecv and MPI_Imrecv deliver them, a later plain
+     * receive gets the next one. */
+    if (partner != MPI_PROC_NULL) {
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 17, 3, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the matched-probe case's stream was not carried");
+        }
+        if (sender) {
+            for (int i = 0; i < 3; ++i) {
+                int m[3] = {170 + i, 171 + i, 172 + i};
+                MPI_Send(m, 3 - i, MPI_INT, partner, 17, comm);
+            }
+        } else {
+            int m[3] = {-1, -1, -1}, n = -1;
+            MPI_Message msg;
+            MPI_Status st;
+            MPI_Mprobe(partner, 17, comm, &msg, &st);
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 3 && st.MPI_TAG == 17, "mprobe: %d ints, tag %d", n, st.MPI_TAG);
+            MPI_Mrecv(m, 3, MPI_INT, &msg, &st);
+            EXPECT(m[0] == 170 && m[2] == 172 && msg == MPI_MESSAGE_NULL, "mrecv: %d %d", m[0],
+                   m[2]);
+            int flag = 0;
+            while (!flag) {
+                MPI_Improbe(partner, MPI_ANY_TAG, comm, &flag, &msg, &st);
+            }
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 2 && st.MPI_SOURCE == partner, "improbe: %d ints from %d", n,
+                   st.MPI_SOURCE);
+            MPI_Request r;
+            MPI_Imrecv(m, 3, MPI_INT, &msg, &r);
+            MPI_Wait(&r, &st);
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 2 && m[0] == 171 && m[1] == 172, "imrecv: %d ints, %d %d", n, m[0], m[1]);
+            MPI_Recv(m, 3, MPI_INT, partner, 17, comm, &st);
+            EXPECT(m[0] == 172, "after the probes: %d", m[0]);
+        }
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
     }
-    for (int i = 0; i < 13; ++i) {
+    for (int i = 0; i < 14; ++i) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
