@@ -10,6 +10,10 @@
 #     vader and CMA) and over TCP (ob1 with the tcp BTL on loopback; pmr then forced onto its ucx
 #     provider with UCX's TCP transport), with a last table of the best plain MPI time per size
 #     against the best pmr-run time, over the shared-memory settings.
+#   scripts/bench-interposer.sh [build-dir] petsc [ranks] [grid points per side]
+#     tests/mpi/petsc/poisson.c (PETSc's CG on a DMDA, a fixed number of iterations) alternately
+#     with and without pmr-run: the solve time and PETSc's -log_view times of the halo exchange
+#     (VecScatterBegin/End) and the global sums (VecTDot, VecNorm), fastest of ROUNDS runs each.
 # SIZES (default 8,64,512,4K,16K,64K,256K,1M,4M,16M) and ROUNDS (default 3) from the environment.
 set -euo pipefail
 build=${1:-build-release}
@@ -68,6 +72,51 @@ vader_cma=(--mca pml ob1 --mca btl vader,self --mca btl_vader_single_copy_mechan
 tcp=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
      -x PMR_PROVIDER=ucx -x UCX_TLS=tcp -x UCX_NET_DEVICES=lo)
 
+if [ "$ranks" = petsc ]; then
+  n=${1:-2}
+  points=${2:-32}
+  program="$build/tests/mpi/interposer_petsc_poisson"
+  oversubscribe=""
+  if [ "$n" -gt "$(nproc)" ]; then
+    oversubscribe="--oversubscribe"
+  fi
+  # A fixed number of CG iterations (no convergence test), long enough to time.
+  options=(-n "$points" -ksp_type cg -pc_type jacobi -ksp_max_it "${PETSC_ITERATIONS:-1000}"
+           -ksp_convergence_test skip -ksp_norm_type unpreconditioned -log_view)
+  for r in $(seq "${ROUNDS:-3}"); do
+    mpirun $oversubscribe -np "$n" "${vader_cma[@]}" "$program" "${options[@]}" \
+      > "$out/petsc.plain.$r" 2>&1
+    mpirun $oversubscribe -np "$n" "${vader_cma[@]}" "$run" "$program" "${options[@]}" \
+      > "$out/petsc.pmr.$r" 2>&1
+  done
+  python3 - "$out" "${ROUNDS:-3}" "$n" "$points" <<'PY'
+import sys
+out, rounds, ranks, points = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+events = ["KSPSolve", "MatMult", "VecScatterBegin", "VecScatterEnd", "VecTDot", "VecNorm"]
+def load(kind):
+    best, answer = {}, None
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/petsc.{kind}.{r}"):
+            p = line.split()
+            if line.startswith("iterations"):
+                if answer is not None and answer != line.strip():
+                    sys.exit(f"{kind}: runs differ: {answer} / {line.strip()}")
+                answer = line.strip()
+            elif p and p[0] in events and len(p) > 3:
+                best[p[0]] = min(best.get(p[0], 1e30), float(p[3]))
+    return best, answer
+plain, a = load("plain")
+pmr, b = load("pmr")
+if a != b:
+    sys.exit(f"results differ:\n  MPI:     {a}\n  pmr-run: {b}")
+print(f"PETSc CG, {ranks} ranks, {points}x{points} grid, fastest of {rounds} runs; {a}")
+print(f"{'event':<17}{'MPI s':>11}{'pmr-run s':>11}{'speed-up':>10}")
+for e in events:
+    if e in plain and e in pmr:
+        print(f"{e:<17}{plain[e]:>11.4f}{pmr[e]:>11.4f}{plain[e] / pmr[e]:>10.2f}")
+PY
+  exit 0
+fi
 if [ "$ranks" != matrix ]; then
   measure run "$ranks" "$@"
   report "$ranks ranks" run
