@@ -889,6 +889,7 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         op->total = 0;
         op->staging.clear();
         op->collective = nullptr;
+        op->stream = nullptr;
         op->own_type = false;
     } else {
         auto fresh = std::make_unique<Op>();
@@ -979,6 +980,7 @@ void Interposer::activate_recv(Op& op) {
             // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
             defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+            op.stream = s;
             if (s->state == InStream::State::carried && c->deferred.empty() &&
                 s->claimed_mpi >= s->switch_at && s->partial == nullptr &&
                 take_from_slots(*s, op)) {
@@ -1121,6 +1123,13 @@ bool Interposer::take_from_mpi(Op& op, int source, int tag) {
 }
 
 bool Interposer::take_from_slots(InStream& stream, Op& op) {
+    // Most calls find nothing yet (a wait polls here): look before anything else.
+    if (stream.full[stream.next] == 0) {
+        if (!stream.slots[stream.next].test()) {
+            return false;
+        }
+        stream.full[stream.next] = 1;
+    }
     const TypeInfo& info = type_info(op.type);
     const std::size_t room =
         static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
@@ -1213,7 +1222,7 @@ bool Interposer::try_match(Op& op) {
         }
         return take_from_mpi(op, op.peer, op.tag);
     }
-    InStream* s = in_stream(comm, op.peer, op.tag);
+    InStream* s = op.stream != nullptr ? op.stream : in_stream(comm, op.peer, op.tag);
     if (s != nullptr && s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at) {
         if (s->partial != nullptr && s->partial != &op) {
             return false;
@@ -1246,7 +1255,12 @@ void Interposer::progress_deferred(Comm& comm) {
         }
         if (!skip && try_match(op)) {
             op.in_queue = false;
-            it = comm.deferred.erase(it);
+            if (it == comm.deferred.begin()) {
+                comm.deferred.pop_front();
+                it = comm.deferred.begin();
+            } else {
+                it = comm.deferred.erase(it);
+            }
             complete_op(op);
             continue;
         }

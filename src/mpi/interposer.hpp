@@ -104,6 +104,7 @@ struct Op {
     std::size_t total = 0;
     std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
+    InStream* stream = nullptr; // a receive from one source with one tag: its stream, if any
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
     bool synchronous = false; // MPI_Ssend_init
 };
