@@ -90,6 +90,20 @@ void relax(unsigned& spins) {
     sched_yield();
 }
 
+/// The blocking form of a non-blocking call: `look(flag)` until it sets flag or fails.
+template <class Look>
+int block(Look&& look) {
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = look(flag);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
+}
+
 } // namespace
 
 const char* reason_name(Reason reason) noexcept {
@@ -1637,15 +1651,40 @@ int Interposer::waitany(int count, MPI_Request* requests, int* index, MPI_Status
     if (!own_pending(count, requests) && !owes()) {
         return PMPI_Waitany(count, requests, index, status);
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = testany(count, requests, index, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
+    return block([&](int& flag) { return testany(count, requests, index, &flag, status); });
+}
+
+Interposer::Look Interposer::look(MPI_Request* request, MPI_Status* status) {
+    Look l;
+    Op* op = op_of(*request);
+    if (op != nullptr && !op->on_mpi) {
+        if (!op->active) {
+            return l;
         }
-        relax(spins);
+        l.active = true;
+        if (op->complete) {
+            l.finished = true;
+            l.comm = op->comm;
+            l.rc = finish_request(request, status);
+        }
+        return l;
     }
+    // Inactive persistent requests count as not active, as in MPI.
+    if (*request == MPI_REQUEST_NULL || (op != nullptr && !op->active)) {
+        return l;
+    }
+    l.active = true;
+    int done = 0;
+    PMPI_Request_get_status(*request, &done, MPI_STATUS_IGNORE);
+    if (done != 0) {
+        int finished = 0;
+        l.rc = PMPI_Test(request, &finished, status);
+        l.finished = finished != 0;
+        if (op != nullptr) {
+            op->active = false;
+        }
+    }
+    return l;
 }
 
 int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
@@ -1659,40 +1698,15 @@ int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
     progress();
     bool any_active = false;
     for (int i = 0; i < count; ++i) {
-        Op* op = op_of(requests[i]);
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
+        const Look l = look(&requests[i], status);
+        any_active = any_active || l.active;
+        if (l.finished) {
+            if (l.rc != MPI_SUCCESS && l.comm != nullptr) {
+                call(PMPI_Comm_call_errhandler)(l.comm->handle, l.rc);
             }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], status);
-                if (rc != MPI_SUCCESS && comm != nullptr) {
-                    call(PMPI_Comm_call_errhandler)(comm->handle, rc);
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL) {
-            // Inactive persistent requests count as not active here, as in MPI.
-            if (op == nullptr || op->active) {
-                int done = 0;
-                PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-                any_active = true;
-                if (done != 0) {
-                    rc = PMPI_Test(&requests[i], &finished, status);
-                    if (op != nullptr) {
-                        op->active = false;
-                    }
-                }
-            }
-        }
-        if (finished != 0) {
             *index = i;
             *flag = 1;
-            return rc;
+            return l.rc;
         }
     }
     *flag = any_active ? 0 : 1;
@@ -1708,14 +1722,11 @@ int Interposer::waitsome(int incount, MPI_Request* requests, int* outcount, int*
     if (!own_pending(incount, requests) && !owes()) {
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     }
-    unsigned spins = 0;
-    for (;;) {
+    return block([&](int& flag) {
         const int rc = testsome(incount, requests, outcount, indices, statuses);
-        if (rc != MPI_SUCCESS || *outcount != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+        flag = *outcount != 0 ? 1 : 0;
+        return rc;
+    });
 }
 
 int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int* indices,
@@ -1732,40 +1743,18 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
     int errors = 0;
     Comm* failed = nullptr;
     for (int i = 0; i < incount; ++i) {
-        Op* op = op_of(requests[i]);
         MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
-            }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], st);
-                if (rc != MPI_SUCCESS && failed == nullptr) {
-                    failed = comm;
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL && (op == nullptr || op->active)) {
-            any_active = true;
-            int done = 0;
-            PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-            if (done != 0) {
-                rc = PMPI_Test(&requests[i], &finished, st);
-                if (op != nullptr) {
-                    op->active = false;
-                }
-            }
-        }
-        if (finished != 0) {
+        const Look l = look(&requests[i], st);
+        any_active = any_active || l.active;
+        if (l.finished) {
             indices[n++] = i;
-            if (rc != MPI_SUCCESS) {
+            if (l.rc != MPI_SUCCESS) {
                 ++errors;
                 if (st != MPI_STATUS_IGNORE) {
-                    st->MPI_ERROR = rc;
+                    st->MPI_ERROR = l.rc;
+                }
+                if (failed == nullptr) {
+                    failed = l.comm;
                 }
             }
         }
@@ -1953,15 +1942,7 @@ int Interposer::mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message,
     if (c == nullptr) {
         return PMPI_Mprobe(source, tag, comm, message, status);
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = improbe(source, tag, comm, &flag, message, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+    return block([&](int& flag) { return improbe(source, tag, comm, &flag, message, status); });
 }
 
 int Interposer::deliver(const std::byte* data, std::size_t bytes, void* buf, int count,
@@ -2032,15 +2013,7 @@ int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
             return PMPI_Probe(source, tag, comm, status);
         }
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = iprobe(source, tag, comm, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+    return block([&](int& flag) { return iprobe(source, tag, comm, &flag, status); });
 }
 
 void Comm::taint(int source, int tag, Reason reason) {
