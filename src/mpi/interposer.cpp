@@ -29,6 +29,8 @@ constexpr std::size_t header_bytes = 8;
 // every later message of the stream goes through MPI.
 constexpr std::uint64_t back_to_mpi = ~std::uint64_t{0};
 constexpr std::uint64_t world_id = 1;
+// Streams followed per communicator and direction (carried or not).
+constexpr std::size_t followed_streams = 4096;
 
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
 
@@ -469,7 +471,12 @@ Stream* Interposer::stream_of(Comm& comm,
     if (it != streams.end()) {
         found = it->second.get();
     } else {
-        if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
+        // A program that makes a new tag for every message (an iteration number, say) would
+        // have the interposer follow ever more streams: past the limit, new ones are not
+        // followed (their messages go straight to MPI, and a proposal for one is declined,
+        // since its sender has not counted its messages).
+        if (comm.id == 0 || peer == comm.rank || streams.size() >= followed_streams ||
+            !world_of(comm)) {
             return nullptr;
         }
         auto s = std::make_unique<Stream>();
