@@ -17,6 +17,9 @@ namespace pmr::mpi {
 
 namespace {
 
+// Collective signatures followed per communicator (carried or not).
+constexpr std::size_t followed_signatures = 256;
+
 using pmr::detail::ElementKind;
 
 /// The element kind pmr reduces for a built-in MPI type, or bytes if none.
@@ -103,8 +106,20 @@ std::int64_t describe(int kind, std::int64_t a, std::int64_t b, std::int64_t c) 
 
 } // namespace
 
-CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bool qualifies) {
-    CollectiveState& state = comm.collectives[key];
+CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bool qualifies,
+                                        std::size_t bytes) {
+    auto it = comm.collectives.find(key);
+    if (it == comm.collectives.end()) {
+        // Every rank calls the same collectives in the same order, so every rank stops following
+        // new signatures at the same call (a code summing ever new lengths would otherwise grow
+        // the map, and each carried one holds windows).
+        if (comm.collectives.size() >= followed_signatures) {
+            return nullptr;
+        }
+        it = comm.collectives.emplace(key, CollectiveState{}).first;
+        it->second.bytes = bytes;
+    }
+    CollectiveState& state = it->second;
     if (state.decided) {
         return state.core ? &state : nullptr;
     }
@@ -177,11 +192,8 @@ int Interposer::allreduce(const void* in, void* out, int count, MPI_Datatype typ
         qualifies = reduce == pmr::ReduceOp::sum;
     }
     CollectiveKey key{0, count, type, op, 0};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = static_cast<std::size_t>(count) * element_bytes(kind);
-    }
-    CollectiveState* state = collective(*c, key, qualifies);
+    CollectiveState* state =
+        collective(*c, key, qualifies, static_cast<std::size_t>(count) * element_bytes(kind));
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.
@@ -210,11 +222,8 @@ int Interposer::iallreduce(const void* in, void* out, int count, MPI_Datatype ty
     }
     // A signature of its own: blocking and non-blocking collectives are separate sequences.
     CollectiveKey key{3, count, type, op, 0};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = static_cast<std::size_t>(count) * element_bytes(kind);
-    }
-    CollectiveState* state = collective(*c, key, qualifies);
+    CollectiveState* state =
+        collective(*c, key, qualifies, static_cast<std::size_t>(count) * element_bytes(kind));
     if (state == nullptr) {
         return PMPI_Iallreduce(in, out, count, type, op, comm, request);
     }
@@ -246,7 +255,7 @@ int Interposer::barrier(MPI_Comm comm) {
         return PMPI_Barrier(comm);
     }
     CollectiveState* state =
-        collective(*c, CollectiveKey{1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0}, true);
+        collective(*c, CollectiveKey{1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0}, true, 0);
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.
@@ -268,11 +277,8 @@ int Interposer::bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Com
     // Keyed by bytes, not by (count, type): MPI lets the ranks describe the same bytes
     // differently.
     CollectiveKey key{2, static_cast<std::int64_t>(bytes), MPI_DATATYPE_NULL, MPI_OP_NULL, root};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = bytes;
-    }
-    CollectiveState* state = collective(*c, key, info.contiguous && bytes <= settings_.max_bytes);
+    CollectiveState* state =
+        collective(*c, key, info.contiguous && bytes <= settings_.max_bytes, bytes);
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.

@@ -379,7 +379,8 @@ private:
     const TypeInfo& type_info(MPI_Datatype type);
 
     // Collectives.
-    CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies);
+    CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies,
+                                std::size_t bytes);
     void run(CollectiveState& state);
 
     void write_report();
