@@ -93,6 +93,26 @@ MPI_Fint out(int rc) {
     return static_cast<MPI_Fint>(rc);
 }
 
+/// MPI_Waitsome and MPI_Testsome from Fortran: 1-based indices, statuses of the completed ones.
+void some(int (*call)(int, MPI_Request*, int*, int*, MPI_Status*), const MPI_Fint* incount,
+          MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices, MPI_Fint* statuses,
+          MPI_Fint* ierr) {
+    Statuses s(statuses, *incount);
+    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
+    int n = 0;
+    {
+        Requests r(requests, *incount);
+        *ierr = out(call(*incount, r.data(), &n, idx.data(), s.data()));
+    }
+    *outcount = n;
+    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
+        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
+    }
+    if (n != MPI_UNDEFINED) {
+        s.back(n);
+    }
+}
+
 // Messages of carried streams taken by a matched probe have no Fortran handle in MPI's tables:
 // they get negative integers of their own (MPI's are never negative) until received.
 std::vector<MPI_Message> claimed_messages;
@@ -268,20 +288,7 @@ void mpi_waitany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint
 
 void mpi_waitsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices,
                    MPI_Fint* statuses, MPI_Fint* ierr) {
-    Statuses s(statuses, *incount);
-    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
-    int n = 0;
-    {
-        Requests r(requests, *incount);
-        *ierr = out(MPI_Waitsome(*incount, r.data(), &n, idx.data(), s.data()));
-    }
-    *outcount = n;
-    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
-        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
-    }
-    if (n != MPI_UNDEFINED) {
-        s.back(n);
-    }
+    some(MPI_Waitsome, incount, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_testany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint* flag,
@@ -302,20 +309,7 @@ void mpi_testany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint
 
 void mpi_testsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices,
                    MPI_Fint* statuses, MPI_Fint* ierr) {
-    Statuses s(statuses, *incount);
-    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
-    int n = 0;
-    {
-        Requests r(requests, *incount);
-        *ierr = out(MPI_Testsome(*incount, r.data(), &n, idx.data(), s.data()));
-    }
-    *outcount = n;
-    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
-        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
-    }
-    if (n != MPI_UNDEFINED) {
-        s.back(n);
-    }
+    some(MPI_Testsome, incount, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_request_get_status_(MPI_Fint* request, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr) {

@@ -29,6 +29,8 @@ constexpr std::size_t header_bytes = 8;
 // every later message of the stream goes through MPI.
 constexpr std::uint64_t back_to_mpi = ~std::uint64_t{0};
 constexpr std::uint64_t world_id = 1;
+// Streams followed per communicator and direction (carried or not).
+constexpr std::size_t followed_streams = 4096;
 
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
 
@@ -88,6 +90,20 @@ void relax(unsigned& spins) {
         return;
     }
     sched_yield();
+}
+
+/// The blocking form of a non-blocking call: `look(flag)` until it sets flag or fails.
+template <class Look>
+int block(Look&& look) {
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = look(flag);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
 }
 
 } // namespace
@@ -455,7 +471,12 @@ Stream* Interposer::stream_of(Comm& comm,
     if (it != streams.end()) {
         found = it->second.get();
     } else {
-        if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
+        // A program that makes a new tag for every message (an iteration number, say) would
+        // have the interposer follow ever more streams: past the limit, new ones are not
+        // followed (their messages go straight to MPI, and a proposal for one is declined,
+        // since its sender has not counted its messages).
+        if (comm.id == 0 || peer == comm.rank || streams.size() >= followed_streams ||
+            !world_of(comm)) {
             return nullptr;
         }
         auto s = std::make_unique<Stream>();
@@ -889,6 +910,7 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         op->total = 0;
         op->staging.clear();
         op->collective = nullptr;
+        op->stream = nullptr;
         op->own_type = false;
     } else {
         auto fresh = std::make_unique<Op>();
@@ -979,6 +1001,7 @@ void Interposer::activate_recv(Op& op) {
             // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
             defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+            op.stream = s;
             if (s->state == InStream::State::carried && c->deferred.empty() &&
                 s->claimed_mpi >= s->switch_at && s->partial == nullptr &&
                 take_from_slots(*s, op)) {
@@ -1121,6 +1144,13 @@ bool Interposer::take_from_mpi(Op& op, int source, int tag) {
 }
 
 bool Interposer::take_from_slots(InStream& stream, Op& op) {
+    // Most calls find nothing yet (a wait polls here): look before anything else.
+    if (stream.full[stream.next] == 0) {
+        if (!stream.slots[stream.next].test()) {
+            return false;
+        }
+        stream.full[stream.next] = 1;
+    }
     const TypeInfo& info = type_info(op.type);
     const std::size_t room =
         static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
@@ -1213,7 +1243,7 @@ bool Interposer::try_match(Op& op) {
         }
         return take_from_mpi(op, op.peer, op.tag);
     }
-    InStream* s = in_stream(comm, op.peer, op.tag);
+    InStream* s = op.stream != nullptr ? op.stream : in_stream(comm, op.peer, op.tag);
     if (s != nullptr && s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at) {
         if (s->partial != nullptr && s->partial != &op) {
             return false;
@@ -1246,7 +1276,12 @@ void Interposer::progress_deferred(Comm& comm) {
         }
         if (!skip && try_match(op)) {
             op.in_queue = false;
-            it = comm.deferred.erase(it);
+            if (it == comm.deferred.begin()) {
+                comm.deferred.pop_front();
+                it = comm.deferred.begin();
+            } else {
+                it = comm.deferred.erase(it);
+            }
             complete_op(op);
             continue;
         }
@@ -1623,15 +1658,40 @@ int Interposer::waitany(int count, MPI_Request* requests, int* index, MPI_Status
     if (!own_pending(count, requests) && !owes()) {
         return PMPI_Waitany(count, requests, index, status);
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = testany(count, requests, index, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
+    return block([&](int& flag) { return testany(count, requests, index, &flag, status); });
+}
+
+Interposer::Look Interposer::look(MPI_Request* request, MPI_Status* status) {
+    Look l;
+    Op* op = op_of(*request);
+    if (op != nullptr && !op->on_mpi) {
+        if (!op->active) {
+            return l;
         }
-        relax(spins);
+        l.active = true;
+        if (op->complete) {
+            l.finished = true;
+            l.comm = op->comm;
+            l.rc = finish_request(request, status);
+        }
+        return l;
     }
+    // Inactive persistent requests count as not active, as in MPI.
+    if (*request == MPI_REQUEST_NULL || (op != nullptr && !op->active)) {
+        return l;
+    }
+    l.active = true;
+    int done = 0;
+    PMPI_Request_get_status(*request, &done, MPI_STATUS_IGNORE);
+    if (done != 0) {
+        int finished = 0;
+        l.rc = PMPI_Test(request, &finished, status);
+        l.finished = finished != 0;
+        if (op != nullptr) {
+            op->active = false;
+        }
+    }
+    return l;
 }
 
 int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
@@ -1645,40 +1705,15 @@ int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
     progress();
     bool any_active = false;
     for (int i = 0; i < count; ++i) {
-        Op* op = op_of(requests[i]);
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
+        const Look l = look(&requests[i], status);
+        any_active = any_active || l.active;
+        if (l.finished) {
+            if (l.rc != MPI_SUCCESS && l.comm != nullptr) {
+                call(PMPI_Comm_call_errhandler)(l.comm->handle, l.rc);
             }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], status);
-                if (rc != MPI_SUCCESS && comm != nullptr) {
-                    call(PMPI_Comm_call_errhandler)(comm->handle, rc);
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL) {
-            // Inactive persistent requests count as not active here, as in MPI.
-            if (op == nullptr || op->active) {
-                int done = 0;
-                PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-                any_active = true;
-                if (done != 0) {
-                    rc = PMPI_Test(&requests[i], &finished, status);
-                    if (op != nullptr) {
-                        op->active = false;
-                    }
-                }
-            }
-        }
-        if (finished != 0) {
             *index = i;
             *flag = 1;
-            return rc;
+            return l.rc;
         }
     }
     *flag = any_active ? 0 : 1;
@@ -1694,14 +1729,11 @@ int Interposer::waitsome(int incount, MPI_Request* requests, int* outcount, int*
     if (!own_pending(incount, requests) && !owes()) {
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     }
-    unsigned spins = 0;
-    for (;;) {
+    return block([&](int& flag) {
         const int rc = testsome(incount, requests, outcount, indices, statuses);
-        if (rc != MPI_SUCCESS || *outcount != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+        flag = *outcount != 0 ? 1 : 0;
+        return rc;
+    });
 }
 
 int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int* indices,
@@ -1718,40 +1750,18 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
     int errors = 0;
     Comm* failed = nullptr;
     for (int i = 0; i < incount; ++i) {
-        Op* op = op_of(requests[i]);
         MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
-            }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], st);
-                if (rc != MPI_SUCCESS && failed == nullptr) {
-                    failed = comm;
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL && (op == nullptr || op->active)) {
-            any_active = true;
-            int done = 0;
-            PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-            if (done != 0) {
-                rc = PMPI_Test(&requests[i], &finished, st);
-                if (op != nullptr) {
-                    op->active = false;
-                }
-            }
-        }
-        if (finished != 0) {
+        const Look l = look(&requests[i], st);
+        any_active = any_active || l.active;
+        if (l.finished) {
             indices[n++] = i;
-            if (rc != MPI_SUCCESS) {
+            if (l.rc != MPI_SUCCESS) {
                 ++errors;
                 if (st != MPI_STATUS_IGNORE) {
-                    st->MPI_ERROR = rc;
+                    st->MPI_ERROR = l.rc;
+                }
+                if (failed == nullptr) {
+                    failed = l.comm;
                 }
             }
         }
@@ -1939,15 +1949,7 @@ int Interposer::mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message,
     if (c == nullptr) {
         return PMPI_Mprobe(source, tag, comm, message, status);
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = improbe(source, tag, comm, &flag, message, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+    return block([&](int& flag) { return improbe(source, tag, comm, &flag, message, status); });
 }
 
 int Interposer::deliver(const std::byte* data, std::size_t bytes, void* buf, int count,
@@ -2018,15 +2020,7 @@ int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
             return PMPI_Probe(source, tag, comm, status);
         }
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = iprobe(source, tag, comm, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+    return block([&](int& flag) { return iprobe(source, tag, comm, &flag, status); });
 }
 
 void Comm::taint(int source, int tag, Reason reason) {

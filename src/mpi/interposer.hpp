@@ -104,6 +104,7 @@ struct Op {
     std::size_t total = 0;
     std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
+    InStream* stream = nullptr; // a receive from one source with one tag: its stream, if any
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
     bool synchronous = false; // MPI_Ssend_init
 };
@@ -359,6 +360,16 @@ private:
     void forget_op(MPI_Request handle) noexcept;
     bool own_pending(int count, const MPI_Request* requests) noexcept;
     int finish_request(MPI_Request* request, MPI_Status* status);
+    /// One request of a Testany/Testsome array, looked at without waiting: whether it is active
+    /// (an inactive persistent or a null request is not) and, if it completed, its result (the
+    /// request is then reset or released, its status written).
+    struct Look {
+        bool active = false;
+        bool finished = false;
+        int rc = MPI_SUCCESS;
+        Comm* comm = nullptr; // of a request the interposer carried
+    };
+    Look look(MPI_Request* request, MPI_Status* status);
     void wait_until(const std::function<bool()>& done);
     void release(Op& op);
     /// Keeps a derived datatype alive for an operation (MPI lets the program free it while the

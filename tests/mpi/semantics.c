@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* Made by every rank (MPI_Comm_dup is collective), used by the pairs. */
-    MPI_Comm cases[14];
+    MPI_Comm cases[16];
     int ncases = 0;
-    for (int i = 0; i < 14; ++i) {
+    for (int i = 0; i < 16; ++i) {
         cases[i] = fresh();
     }
     MPI_Comm pairs; /* the two ranks of a pair (a lone last rank alone) */
@@ -449,11 +449,85 @@ int main(int argc, char** argv) {
         }
     }
 
+    /* 8f. MPI_Waitany, MPI_Waitsome, MPI_Testsome and MPI_Testany over carried receives mixed
+     * with MPI_REQUEST_NULL and an inactive persistent request: indices, order and values as
+     * MPI gives them, and "no active request" reported as MPI does. */
+    if (partner != MPI_PROC_NULL) {
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 18, 1, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the Waitany case's stream was not carried");
+        }
+        int ack = 0;
+        if (sender) {
+            for (int i = 0; i < 4; ++i) {
+                int m = 180 + i;
+                MPI_Send(&m, 1, MPI_INT, partner, 18, comm);
+            }
+            MPI_Recv(&ack, 1, MPI_INT, partner, 19, comm, MPI_STATUS_IGNORE);
+        } else {
+            int a[3] = {-1, -1, -1}, idle = 0, index = -1, count = 0, indices[3];
+            MPI_Request r[3];
+            MPI_Status st[3];
+            MPI_Irecv(&a[0], 1, MPI_INT, partner, 18, comm, &r[0]);
+            r[1] = MPI_REQUEST_NULL;
+            MPI_Recv_init(&idle, 1, MPI_INT, partner, 20, comm, &r[2]); /* never started */
+            MPI_Waitany(3, r, &index, &st[0]);
+            EXPECT(index == 0 && a[0] == 180 && r[0] == MPI_REQUEST_NULL && st[0].MPI_TAG == 18,
+                   "waitany: index %d value %d", index, a[0]);
+            MPI_Irecv(&a[0], 1, MPI_INT, partner, 18, comm, &r[0]);
+            MPI_Irecv(&a[1], 1, MPI_INT, partner, 18, comm, &r[1]);
+            int done = 0, rounds = 0;
+            while (done < 2) {
+                if (rounds++ % 2 == 0) {
+                    MPI_Waitsome(3, r, &count, indices, st);
+                } else {
+                    MPI_Testsome(3, r, &count, indices, st);
+                }
+                EXPECT(count != MPI_UNDEFINED, "waitsome: no active request");
+                for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
+                    EXPECT(indices[k] == 0 || indices[k] == 1, "waitsome: index %d", indices[k]);
+                    EXPECT(st[k].MPI_SOURCE == partner, "waitsome: source %d", st[k].MPI_SOURCE);
+                }
+                done += count == MPI_UNDEFINED ? 2 : count;
+            }
+            EXPECT(a[0] == 181 && a[1] == 182, "waitsome order: %d %d", a[0], a[1]);
+            MPI_Irecv(&a[2], 1, MPI_INT, partner, 18, comm, &r[1]);
+            int flag = 0;
+            while (!flag) {
+                MPI_Testany(3, r, &index, &flag, &st[0]);
+            }
+            EXPECT(index == 1 && a[2] == 183, "testany: index %d value %d", index, a[2]);
+            MPI_Testany(3, r, &index, &flag, &st[0]);
+            EXPECT(flag && index == MPI_UNDEFINED, "testany without active requests: %d %d", flag,
+                   index);
+            MPI_Request_free(&r[2]);
+            MPI_Send(&ack, 1, MPI_INT, partner, 19, comm);
+        }
+    }
+
+    /* 8g. A new tag for every message (5000 of them, more than the interposer follows on one
+     * communicator), then a stream that repeats: every message arrives, in order. */
+    if (partner != MPI_PROC_NULL) {
+        MPI_Comm many = cases[ncases++];
+        for (int t = 0; t < 5000; ++t) {
+            int out = t * 7 + rank, in = -1;
+            MPI_Sendrecv(&out, 1, MPI_INT, partner, 1000 + t, &in, 1, MPI_INT, partner, 1000 + t,
+                         many, MPI_STATUS_IGNORE);
+            if (in != t * 7 + partner) {
+                EXPECT(0, "tag %d: %d", 1000 + t, in);
+                break;
+            }
+        }
+        warm(many, partner, 21, 2, sender);
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
     }
-    for (int i = 0; i < 14; ++i) {
+    for (int i = 0; i < 16; ++i) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
