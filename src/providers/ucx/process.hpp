@@ -83,7 +83,7 @@ struct UcxSettings {
     /// PMR_UCX_LANE_BYTES: the smallest receive window whose messages take the lanes. Over TCP
     /// loopback 64 KiB rounds took 0.6-0.7x the time through a lane that they take through UCX;
     /// at 32 KiB and below the lane was slower (4 KiB: 1.5x the time, 8 B: 1.6x: a round's credit
-    /// still goes through UCX, and the receiver polls both). README, UCX data paths.
+    /// still goes through UCX, and the receiver polls both). docs/providers.md, UCX data paths.
     std::size_t lane_bytes = default_lane_bytes;
     static constexpr std::size_t default_lane_bytes = std::size_t{64} * 1024;
 };
