@@ -6,6 +6,7 @@
 #include "base/node.hpp"
 #include "base/peer_process.hpp"
 
+#include <pmr/settings.hpp>
 #include <pmr/target.hpp>
 
 #include <atomic>
@@ -343,12 +344,12 @@ bool single_node_job() {
         int world = 0;
         MPI_Comm_size(MPI_COMM_WORLD, &world);
         auto number = [](const char* name) -> long {
-            const char* text = std::getenv(name); // NOLINT(concurrency-mt-unsafe): set-up only
-            if (text == nullptr || *text == '\0') {
+            const auto text = settings::environment(name);
+            if (!text) {
                 return -1;
             }
             char* end = nullptr;
-            const long value = std::strtol(text, &end, 10);
+            const long value = std::strtol(text->c_str(), &end, 10);
             return *end == '\0' ? value : -1;
         };
         const std::pair<const char*, const char*> local_and_total[] = {

@@ -13,6 +13,7 @@
 
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
+#include <pmr/settings.hpp>
 #include <pmr/target.hpp>
 
 #include <algorithm>
@@ -95,68 +96,14 @@ std::string where(int rank, std::size_t index, int peer) {
            std::to_string(index) + " (rank " + std::to_string(peer) + ")";
 }
 
-/// A size in bytes from the environment: digits and an optional K, M or G (powers of 1024).
-std::optional<std::size_t> environment_bytes(const char* name) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') {
-        return std::nullopt;
+/// The precedence rule of pmr/settings.hpp: the options where they choose, else
+/// PMR_NEIGHBOR_ALGORITHM, else automatic.
+NeighborAlgorithm chosen_algorithm(NeighborAlgorithm in_code) {
+    if (in_code != NeighborAlgorithm::automatic) {
+        return in_code;
     }
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    std::size_t shift = 0;
-    if (end != text && *end != '\0' && end[1] == '\0') {
-        switch (std::toupper(static_cast<unsigned char>(*end))) {
-        case 'K':
-            shift = 10;
-            ++end;
-            break;
-        case 'M':
-            shift = 20;
-            ++end;
-            break;
-        case 'G':
-            shift = 30;
-            ++end;
-            break;
-        default:
-            break;
-        }
-    }
-    if (end == text || *end != '\0' || *text == '-') {
-        throw ArgumentError(std::string("pmr: ") + name + "=\"" + text +
-                            "\" is not a size in bytes; give a number with an optional K, M or G "
-                            "suffix, e.g. 64K");
-    }
-    return static_cast<std::size_t>(value) << shift;
-}
-
-/// A yes/no setting from the environment: unset or empty is `true`; 0, no, off and false are no.
-bool environment_flag(const char* name) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') {
-        return true;
-    }
-    const std::string value(text);
-    if (value == "0" || value == "no" || value == "off" || value == "false") {
-        return false;
-    }
-    if (value == "1" || value == "yes" || value == "on" || value == "true") {
-        return true;
-    }
-    throw ArgumentError(std::string("pmr: ") + name + "=\"" + text +
-                        "\" is not a yes/no setting; use 1 or 0");
-}
-
-NeighborAlgorithm chosen_algorithm(NeighborAlgorithm requested) {
-    const char* text = std::getenv("PMR_NEIGHBOR_ALGORITHM");
-    if (text == nullptr || *text == '\0') {
-        return requested;
-    }
-    if (auto algorithm = neighbor_algorithm_from_string(text)) {
-        return *algorithm;
-    }
-    throw ArgumentError(std::string("pmr: PMR_NEIGHBOR_ALGORITHM=\"") + text +
-                        "\" is not a neighbour algorithm; use direct, split or auto");
+    return neighbor_algorithm_from_string(*settings::choice("PMR_NEIGHBOR_ALGORITHM"))
+        .value_or(NeighborAlgorithm::automatic);
 }
 
 /// First element of fragment `f` of `count` elements cut into `parts` nearly equal fragments.
@@ -362,10 +309,10 @@ void NeighborCore::State::allocate_owned() {
 }
 
 void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
-    const std::optional<std::size_t> crossover_env = environment_bytes("PMR_NEIGHBOR_CROSSOVER");
-    const std::optional<std::size_t> fragment_env = environment_bytes("PMR_NEIGHBOR_MIN_FRAGMENT");
+    const std::optional<std::size_t> crossover_env = settings::size("PMR_NEIGHBOR_CROSSOVER");
+    const std::optional<std::size_t> fragment_env = settings::size("PMR_NEIGHBOR_MIN_FRAGMENT");
     calibrate = algorithm == NeighborAlgorithm::automatic && options.crossover_bytes == 0 &&
-                !crossover_env && options.calibrate && environment_flag("PMR_NEIGHBOR_CALIBRATE");
+                !crossover_env && options.calibrate && *settings::flag("PMR_NEIGHBOR_CALIBRATE");
     // Every connection exists on every rank by now, so each handshake completes. Then every window
     // is created before any is first used: the first init() of a window waits for the peer's
     // matching window, which the peer may create only after its own windows to other neighbours.
