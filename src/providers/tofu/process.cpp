@@ -3,7 +3,8 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 #include "rails/settings.hpp"
 
 #include <pmr/settings.hpp>
