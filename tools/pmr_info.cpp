@@ -19,6 +19,7 @@
 #include <iostream>
 #include <net/if.h>
 #include <sched.h>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -91,15 +92,9 @@ std::string kind(const settings::Setting& s) {
         text += " (" + s.unit + ")";
     }
     if (s.min != s.max) {
-        auto number = [](double x) {
-            std::string t = std::to_string(x);
-            t.erase(t.find_last_not_of('0') + 1);
-            if (!t.empty() && t.back() == '.') {
-                t.pop_back();
-            }
-            return t;
-        };
-        text += ", " + number(s.min) + " to " + number(s.max);
+        std::ostringstream bounds;
+        bounds << ", " << s.min << " to " << s.max;
+        text += bounds.str();
     }
     if (!s.falls_back_to.empty()) {
         text += "; unset: " + s.falls_back_to;

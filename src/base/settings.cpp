@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <sstream>
+#include <utility>
 
 namespace pmr::settings {
 namespace {
@@ -79,13 +81,10 @@ bool bounded(const Setting& s) {
 
 void check_bounds(const Setting& s, const Value& v, double value, const std::string& unit) {
     if (bounded(s) && (value < s.min || value > s.max)) {
-        auto text = [](double x) {
-            std::string t = std::to_string(x);
-            t.erase(t.find_last_not_of('0') + 1);
-            if (!t.empty() && t.back() == '.') {
-                t.pop_back();
-            }
-            return t;
+        const auto text = [](double x) {
+            std::ostringstream out;
+            out << x;
+            return out.str();
         };
         bad(s, v, "is not from " + text(s.min) + " to " + text(s.max) + unit, example(s));
     }
@@ -228,9 +227,17 @@ std::string parse_choice(const Setting& s, const Value& v) {
     bad(s, v, "is not one of " + listed, example(s));
 }
 
-Value checked_value(std::string_view name, Type type) {
-    (void)declared(name, type);
-    return value(name);
+// The value of `name`, which must be of `type`, parsed by `parse`; nothing where it has none.
+template <class Parse>
+auto typed(std::string_view name, Type type, Parse parse)
+    -> std::optional<decltype(parse(std::declval<const Setting&>(),
+                                    std::declval<const Value&>()))> {
+    const Setting& s = declared(name, type);
+    const Value v = value(name);
+    if (v.source == Source::none) {
+        return std::nullopt;
+    }
+    return parse(s, v);
 }
 
 } // namespace
@@ -321,59 +328,31 @@ void validate(std::string_view name) {
 }
 
 std::optional<bool> flag(std::string_view name) {
-    const Value v = checked_value(name, Type::flag);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_flag(find(name), v);
+    return typed(name, Type::flag, parse_flag);
 }
 
 std::optional<std::int64_t> integer(std::string_view name) {
-    const Value v = checked_value(name, Type::integer);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_integer(find(name), v);
+    return typed(name, Type::integer, parse_integer);
 }
 
 std::optional<double> number(std::string_view name) {
-    const Value v = checked_value(name, Type::number);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_number(find(name), v);
+    return typed(name, Type::number, parse_number);
 }
 
 std::optional<std::size_t> size(std::string_view name) {
-    const Value v = checked_value(name, Type::size);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_size(find(name), v);
+    return typed(name, Type::size, parse_size);
 }
 
 std::optional<double> duration(std::string_view name) {
-    const Value v = checked_value(name, Type::duration);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_duration(find(name), v);
+    return typed(name, Type::duration, parse_duration);
 }
 
 std::optional<std::string> choice(std::string_view name) {
-    const Value v = checked_value(name, Type::choice);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return parse_choice(find(name), v);
+    return typed(name, Type::choice, parse_choice);
 }
 
 std::optional<std::string> text(std::string_view name) {
-    const Value v = checked_value(name, Type::text);
-    if (v.source == Source::none) {
-        return std::nullopt;
-    }
-    return v.text;
+    return typed(name, Type::text, [](const Setting&, const Value& v) { return v.text; });
 }
 
 std::string_view to_string(Type type) noexcept {
