@@ -3,8 +3,11 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 #include "rails/settings.hpp"
+
+#include <pmr/settings.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,16 +55,7 @@ TofuSettings read_settings() {
         }
     }
     s.rails = r.explicit_count || !r.devices.empty() ? r.rails : s.model.tnis;
-    if (const char* depth = std::getenv("PMR_TOFU_QUEUE_DEPTH")) { // NOLINT(concurrency-mt-unsafe)
-        char* end = nullptr;
-        const long n = std::strtol(depth, &end, 10);
-        if (end == depth || *end != '\0' || n < 1 || n > 65536) {
-            raise<ArgumentError>(std::string("environment variable PMR_TOFU_QUEUE_DEPTH='") +
-                                     depth + "' is not a queue depth from 1 to 65536",
-                                 "tofu settings", "Unset it (default 64) or give e.g. 8.");
-        }
-        s.queue_depth = static_cast<std::size_t>(n);
-    }
+    s.queue_depth = static_cast<std::size_t>(*settings::integer("PMR_TOFU_QUEUE_DEPTH"));
     return s;
 }
 

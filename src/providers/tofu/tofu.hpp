@@ -34,6 +34,14 @@ struct Tofu {
     static bool reaches(const PeerInfo& peer) noexcept { return peer.same_node; }
     static constexpr bool handshake = true;
     static constexpr bool has_rails = true;
+    /// For the neighbour exchange: the emulated Tofu (8 ranks on a 2 x 2 x 2 torus, 4 TNIs, model
+    /// k) has split slower than direct up to 64 KiB and faster from 256 KiB: a split message costs
+    /// 10 puts against 4 to 5 whole, and every put of the emulation costs CPU that the 2 cores of
+    /// the measuring machine lack, while the model's K injection bandwidth caps what split can
+    /// win at 5%. Real TNIs, whose puts cost no CPU, split from 4 KiB profitably (the seed, and
+    /// the default of pmr::ProviderTraits), which is what the calibration finds there.
+    static constexpr std::size_t split_crossover_bytes = std::size_t{256} << 10;
+    static constexpr std::size_t min_fragment_bytes = std::size_t{1} << 10;
 
     /// Memory for library-owned windows: a memory file registered with the node, which peers map.
     static void* allocate(std::size_t bytes, const std::string& where);

@@ -7,6 +7,8 @@
 #include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -26,32 +28,6 @@ constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pm
 constexpr unsigned piece_id = 0x706e;  // active-message id of the pieces of the message path
 constexpr std::size_t cells_per_chunk = 256;
 
-const char* variable(const char* name) {
-    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
-    return (value != nullptr && *value != '\0') ? value : nullptr;
-}
-
-[[noreturn]] void bad_setting(const std::string& assignment, const std::string& why,
-                              const std::string& todo) {
-    raise<ArgumentError>("environment variable " + assignment + " " + why, "ucx provider", todo);
-}
-
-// A size in bytes from `name`, or `fallback` where it is unset. `example` ends the advice.
-std::size_t bytes_setting(const char* name, std::size_t fallback, const char* example) {
-    const char* bytes = variable(name);
-    if (bytes == nullptr) {
-        return fallback;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(bytes, &end, 10);
-    if (errno != 0 || end == bytes || *end != '\0' || bytes[0] == '-') {
-        bad_setting(std::string(name) + "='" + bytes + "'", "is not a number of bytes",
-                    std::string("Give a size in bytes ") + example);
-    }
-    return static_cast<std::size_t>(value);
-}
-
 // Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
 std::string check_device(const std::string& device) {
     if (device.find(':') == std::string::npos && if_nametoindex(device.c_str()) == 0) {
@@ -67,77 +43,31 @@ UcxSettings read_ucx_settings() {
     const rails::RailSettings rails = rails::read_rail_settings("ucx", max_rails, &check_device);
     s.devices = rails.devices;
     s.rails = rails.rails;
-    if (const char* rkey_ptr = variable("PMR_UCX_RKEY_PTR")) {
-        s.load_store = std::strcmp(rkey_ptr, "0") != 0;
-    }
-    if (const char* mode = variable("PMR_UCX_PEER_ERRORS")) {
-        const std::string m = mode;
-        if (m == "auto") {
-            s.peer_errors = UcxSettings::PeerErrors::automatic;
-        } else if (m == "on" || m == "1") {
-            s.peer_errors = UcxSettings::PeerErrors::on;
-        } else if (m == "off" || m == "0") {
-            s.peer_errors = UcxSettings::PeerErrors::off;
-        } else {
-            bad_setting("PMR_UCX_PEER_ERRORS='" + m + "'", "is not auto, on or off",
-                        "Unset it or give PMR_UCX_PEER_ERRORS=on.");
-        }
-    }
-    if (const char* signal = variable("PMR_UCX_SIGNAL")) {
-        const std::string m = signal;
-        if (m == "auto") {
-            s.signal = UcxSettings::Signal::automatic;
-        } else if (m == "put") {
-            s.signal = UcxSettings::Signal::put;
-        } else if (m == "am") {
-            s.signal = UcxSettings::Signal::am;
-        } else {
-            bad_setting("PMR_UCX_SIGNAL='" + m + "'", "is not auto, put or am",
-                        "Unset it or give PMR_UCX_SIGNAL=am.");
-        }
-    }
-    if (const char* path = variable("PMR_UCX_PATH")) {
-        const std::string m = path;
-        if (m == "auto") {
-            s.path = UcxSettings::Path::automatic;
-        } else if (m == "put") {
-            s.path = UcxSettings::Path::put;
-        } else if (m == "message") {
-            s.path = UcxSettings::Path::message;
-        } else {
-            bad_setting("PMR_UCX_PATH='" + m + "'", "is not auto, put or message",
-                        "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
-        }
-    }
-    if (const char* lanes = variable("PMR_UCX_LANES")) {
-        const std::string m = lanes;
-        if (m == "auto" || m == "on" || m == "1") {
-            s.lanes = true;
-        } else if (m == "off" || m == "0") {
-            s.lanes = false;
-        } else {
-            bad_setting("PMR_UCX_LANES='" + m + "'", "is not auto or off",
-                        "Unset it (TCP lanes where UCX runs over TCP) or give PMR_UCX_LANES=off.");
-        }
-    }
-    s.lane_bytes = bytes_setting("PMR_UCX_LANE_BYTES", s.lane_bytes,
-                                 "(the smallest window that takes pmr's TCP lanes), e.g. "
-                                 "PMR_UCX_LANE_BYTES=65537.");
-    if (s.lane_bytes == 0) {
-        s.lane_bytes = 1; // every window with data
-    }
-    if (variable("PMR_UCX_RNDV_BYTES") != nullptr) {
-        s.rendezvous_bytes = bytes_setting("PMR_UCX_RNDV_BYTES", 0,
-                                           "(0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=524288.");
-    }
-    s.chunk_bytes = bytes_setting("PMR_UCX_CHUNK_BYTES", s.chunk_bytes,
-                                  "(0: one message per piece), e.g. PMR_UCX_CHUNK_BYTES=65280.");
+    s.load_store = *settings::flag("PMR_UCX_RKEY_PTR");
+    const std::string peer_errors = *settings::choice("PMR_UCX_PEER_ERRORS");
+    s.peer_errors = peer_errors == "on"    ? UcxSettings::PeerErrors::on
+                    : peer_errors == "off" ? UcxSettings::PeerErrors::off
+                                           : UcxSettings::PeerErrors::automatic;
+    const std::string signal = *settings::choice("PMR_UCX_SIGNAL");
+    s.signal = signal == "put"  ? UcxSettings::Signal::put
+               : signal == "am" ? UcxSettings::Signal::am
+                                : UcxSettings::Signal::automatic;
+    const std::string path = *settings::choice("PMR_UCX_PATH");
+    s.path = path == "put"       ? UcxSettings::Path::put
+             : path == "message" ? UcxSettings::Path::message
+                                 : UcxSettings::Path::automatic;
+    s.lanes = *settings::choice("PMR_UCX_LANES") == "auto";
+    s.lane_bytes = std::max<std::size_t>(*settings::size("PMR_UCX_LANE_BYTES"), 1); // 0: all
+    s.rendezvous_bytes = settings::size("PMR_UCX_RNDV_BYTES");
+    s.chunk_bytes = *settings::size("PMR_UCX_CHUNK_BYTES");
     if (s.chunk_bytes != 0 && s.chunk_bytes < UcxSettings::min_chunk_bytes) {
-        bad_setting("PMR_UCX_CHUNK_BYTES=" + std::to_string(s.chunk_bytes),
-                    "is below " + std::to_string(UcxSettings::min_chunk_bytes) +
-                        " B (each chunk is a message with a header of its own)",
-                    "Give 0 (one message per piece) or at least " +
-                        std::to_string(UcxSettings::min_chunk_bytes) + ", e.g. 65280.");
+        raise<ArgumentError>(
+            "environment variable PMR_UCX_CHUNK_BYTES=" + std::to_string(s.chunk_bytes) +
+                " is below " + std::to_string(UcxSettings::min_chunk_bytes) +
+                " B (each chunk is a message with a header of its own)",
+            "ucx provider",
+            "Give 0 (one message per piece) or at least " +
+                std::to_string(UcxSettings::min_chunk_bytes) + ", e.g. 65280.");
     }
     return s;
 }

@@ -85,6 +85,12 @@ struct Ucx {
     static bool reaches(const PeerInfo& /*peer*/) noexcept { return true; }
     static constexpr bool handshake = true;
     static constexpr bool has_rails = true;
+    /// For the neighbour exchange: UCX stripes its own rendezvous transfers only in pieces of
+    /// 16 KiB and up: smaller fragments cost more in per-put overhead than a second rail wins; on
+    /// shaped 100 Mbit/s veth rails (scripts/netns-rails.sh) split lost at 64 KiB and won from
+    /// 256 KiB, hence the crossover of 128 KiB.
+    static constexpr std::size_t split_crossover_bytes = std::size_t{128} << 10;
+    static constexpr std::size_t min_fragment_bytes = std::size_t{16} << 10;
 
     /// Memory for library-owned windows of UCX connections: allocated by UCX
     /// (UCP_MEM_MAP_ALLOCATE), so that a peer on the node maps it by ucp_rkey_ptr.
