@@ -276,6 +276,51 @@ std::vector<settings::Setting> builtin_settings() {
                         "algorithm. Must be the same on every rank.")
                     .choices({"algorithm", "rank"})
                     .by_default("algorithm"));
+    // mpi: libpmr-mpi behind pmr-run (docs/interposer.md) ---------------------------------------
+    b.push_back(Builder("PMR_MPI", Type::choice, "mpi",
+                        "What pmr-run carries on pmr: nothing (`off`), streams received with "
+                        "persistent requests (`persistent`), or also plain `MPI_Isend`/`MPI_Irecv` "
+                        "and blocking traffic (`all`: what most stencil codes run).")
+                    .choices({"all", "persistent", "off"})
+                    .by_default("all"));
+    b.push_back(Builder("PMR_MPI_REPEATS", Type::integer, "mpi",
+                        "Receives of a stream (and calls of a collective signature) before "
+                        "pmr-run proposes to carry it.")
+                    .bounds(1, 1e9)
+                    .by_default("3"));
+    b.push_back(Builder("PMR_MPI_SLOTS", Type::integer, "mpi",
+                        "Windows per carried stream: how many messages a sender may run ahead of "
+                        "its receiver before it keeps them.")
+                    .bounds(1, 64)
+                    .by_default("2"));
+    b.push_back(Builder("PMR_MPI_MAX_BYTES", Type::size, "mpi",
+                        "The largest message a stream is carried for; a larger one sends its "
+                        "stream back to MPI (a carried message is copied three times, MPI's "
+                        "single-copy path once).")
+                    .unit("B")
+                    .by_default("16K"));
+    b.push_back(Builder("PMR_MPI_MAX_STREAMS", Type::integer, "mpi",
+                        "Carried streams per process and direction (each holds windows on both "
+                        "ends).")
+                    .bounds(0, 1e6)
+                    .by_default("64"));
+    b.push_back(Builder("PMR_MPI_RD_BYTES", Type::size, "mpi",
+                        "Global sums up to this size use recursive doubling (the order MPI uses "
+                        "for short vectors on a power of two ranks); larger ones pmr's automatic "
+                        "choice. 0: always automatic.")
+                    .unit("B")
+                    .by_default("64K"));
+    b.push_back(Builder("PMR_MPI_REPORT", Type::integer, "mpi",
+                        "1: a summary of what pmr-run carried and why the rest stayed on MPI, at "
+                        "`MPI_Finalize` on rank 0; 2: also one line per stream and rank.")
+                    .bounds(0, 2)
+                    .by_default("0"));
+    // qmp: libqmp (docs/qmp.md) -------------------------------------------------------------------
+    b.push_back(Builder("PMR_QMP_DIRECT", Type::flag, "qmp",
+                        "0: every QMP message handle copies through library-owned windows (so "
+                        "that `QMP_change_address` can move every handle); 1: handles over "
+                        "`QMP_allocate_memory` memory use it as their window.")
+                    .by_default("1"));
 
     std::vector<Setting> out;
     out.reserve(b.size());

@@ -81,14 +81,9 @@ bool reduce_op_of(MPI_Op op, pmr::ReduceOp& out) {
 /// ((x0 + x1) + (x2 + x3) on 4 ranks) is the one MPI libraries use for short vectors on a power
 /// of two ranks, so that results match MPI's to the last bit there; pmr's automatic choice
 /// otherwise (PMR_MPI_RD_BYTES=0: always automatic).
-pmr::AllreduceOptions allreduce_options(std::size_t bytes) {
-    static const std::size_t limit = [] {
-        const char* v = std::getenv("PMR_MPI_RD_BYTES");
-        return v != nullptr && *v != '\0' ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10))
-                                          : std::size_t{64} << 10;
-    }();
+pmr::AllreduceOptions allreduce_options(std::size_t bytes, std::size_t rd_bytes) {
     pmr::AllreduceOptions options;
-    if (bytes <= limit) {
+    if (bytes <= rd_bytes) {
         options.algorithm = pmr::AllreduceAlgorithm::recursive_doubling;
     }
     return options;
@@ -153,7 +148,7 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
             reduce_op_of(key.op, op);
             state.core = pmr::detail::CollectiveCore::allreduce(
                 *comm.pcomm, element_of(key.type), static_cast<std::size_t>(key.count), op,
-                allreduce_options(state.bytes), nullptr, nullptr);
+                allreduce_options(state.bytes, settings_.rd_bytes), nullptr, nullptr);
         } else if (key.kind == 1) {
             state.core = pmr::detail::CollectiveCore::barrier(*comm.pcomm);
         } else {
@@ -367,8 +362,7 @@ void Interposer::write_report() {
             mine[collective_bytes] += st.carried.bytes;
         }
     });
-    if (std::getenv("PMR_MPI_REPORT") != nullptr &&
-        std::strcmp(std::getenv("PMR_MPI_REPORT"), "2") == 0) {
+    if (settings_.report_level >= 2) {
         each_comm([&](Comm& comm) {
             for (auto& entry : comm.in) {
                 const InStream& s = *entry.second;

@@ -5,6 +5,7 @@
 #include "mpi/pmpi.hpp"
 
 #include <pmr/error.hpp>
+#include <pmr/settings.hpp>
 
 #include <sched.h>
 #include <unistd.h>
@@ -40,21 +41,6 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
     return x ^ (x >> 31);
-}
-
-std::size_t parse_bytes(const char* text, std::size_t fallback) {
-    if (text == nullptr || *text == '\0') {
-        return fallback;
-    }
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    std::size_t scale = 1;
-    if (end != nullptr && (*end == 'k' || *end == 'K')) {
-        scale = std::size_t{1} << 10;
-    } else if (end != nullptr && (*end == 'm' || *end == 'M')) {
-        scale = std::size_t{1} << 20;
-    }
-    return static_cast<std::size_t>(value) * scale;
 }
 
 template <class Handle>
@@ -173,27 +159,30 @@ Interposer& Interposer::get() noexcept {
 // Start and finish
 
 void Interposer::start(int provided_thread_level) {
-    const char* mode = std::getenv("PMR_MPI");
-    if (mode != nullptr && std::strcmp(mode, "off") == 0) {
+    // Read through pmr's registry of settings (docs/settings.md); a malformed value is an error
+    // that names the variable, and then everything stays on MPI.
+    try {
+        const std::string mode = pmr::settings::choice("PMR_MPI").value_or("all");
+        settings_.mode = mode == "off"          ? Mode::off
+                         : mode == "persistent" ? Mode::persistent
+                                                : Mode::all;
+        settings_.repeats =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_REPEATS").value_or(3));
+        settings_.max_bytes =
+            pmr::settings::size("PMR_MPI_MAX_BYTES").value_or(settings_.max_bytes);
+        settings_.slots =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_SLOTS").value_or(2));
+        settings_.max_streams =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_MAX_STREAMS").value_or(64));
+        settings_.report_level =
+            static_cast<int>(pmr::settings::integer("PMR_MPI_REPORT").value_or(0));
+        settings_.rd_bytes = pmr::settings::size("PMR_MPI_RD_BYTES").value_or(settings_.rd_bytes);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pmr-mpi: %s\n", e.what());
         settings_.mode = Mode::off;
-    } else if (mode != nullptr && std::strcmp(mode, "persistent") == 0) {
-        settings_.mode = Mode::persistent;
-    } else if (mode != nullptr && *mode != '\0' && std::strcmp(mode, "all") != 0) {
-        std::fprintf(stderr, "pmr-mpi: PMR_MPI=%s is not one of off, persistent, all; using all\n",
-                     mode);
+        off_reason_ = "a malformed PMR_MPI_* setting";
     }
-    if (const char* r = std::getenv("PMR_MPI_REPEATS"); r != nullptr && *r != '\0') {
-        settings_.repeats = static_cast<unsigned>(std::max(1L, std::strtol(r, nullptr, 10)));
-    }
-    settings_.max_bytes = parse_bytes(std::getenv("PMR_MPI_MAX_BYTES"), settings_.max_bytes);
-    if (const char* s = std::getenv("PMR_MPI_SLOTS"); s != nullptr && *s != '\0') {
-        settings_.slots = static_cast<unsigned>(std::clamp(std::strtol(s, nullptr, 10), 1L, 64L));
-    }
-    if (const char* m = std::getenv("PMR_MPI_MAX_STREAMS"); m != nullptr && *m != '\0') {
-        settings_.max_streams = static_cast<unsigned>(std::max(0L, std::strtol(m, nullptr, 10)));
-    }
-    const char* report = std::getenv("PMR_MPI_REPORT");
-    settings_.report = report != nullptr && *report != '\0' && std::strcmp(report, "0") != 0;
+    settings_.report = settings_.report_level > 0;
 
     call(PMPI_Comm_rank)(MPI_COMM_WORLD, &world_rank_);
     call(PMPI_Comm_size)(MPI_COMM_WORLD, &world_size_);
@@ -209,7 +198,7 @@ void Interposer::start(int provided_thread_level) {
         const long online = sysconf(_SC_NPROCESSORS_ONLN);
         spin_only = local <= std::max<long>(online, available) && local > 0;
     }
-    if (settings_.mode == Mode::off) {
+    if (settings_.mode == Mode::off && off_reason_.empty()) {
         off_reason_ = "PMR_MPI=off";
     } else if (provided_thread_level == MPI_THREAD_MULTIPLE) {
         off_reason_ = "MPI_THREAD_MULTIPLE (pmr-mpi carries single-threaded MPI use only)";

@@ -64,6 +64,8 @@ struct Settings {
     unsigned slots = 2;
     unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
+    int report_level = 0;                         // PMR_MPI_REPORT: 1 summary, 2 also every stream
+    std::size_t rd_bytes = std::size_t{64} << 10; // global sums by recursive doubling up to this
 };
 
 struct TypeInfo {
