@@ -20,8 +20,8 @@
 //   - the sender's device executes its send queue in order, when the process polls and on a thread
 //     of its own meanwhile (reading non-inline sources then), and its signalled sends complete; a
 //     peer process that is gone fails the sender.
-// The mapping is named after the launcher process (the parent of every rank on the node) and
-// PMR_TEST_VERBS_SHARED, the number of processes that attach; the last to attach removes the name.
+// The mapping is named after the launch (launch() below) and PMR_TEST_VERBS_SHARED, the number of
+// processes that attach; the last to attach removes the name.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -131,6 +132,7 @@ struct LocalPair {
     std::uint32_t send_slots = 0;  ///< posted and not yet freed by a polled completion
     std::uint32_t unsignalled = 0; ///< executed unsignalled since the last signalled one
     std::deque<Operation> sends;
+    std::vector<iovec> gather; ///< of the write being executed, kept for its capacity
 };
 
 struct Local {
@@ -180,6 +182,20 @@ void detach() {
     }
 }
 
+// The launch this process belongs to: Open MPI's PMIx namespace, else the launcher process (the
+// parent of every rank on a node under Open MPI and MPICH's hydra, unless a tool wraps each rank).
+std::string launch() {
+    const char* space = std::getenv("PMIX_NAMESPACE");
+    if (space == nullptr || *space == '\0') {
+        return std::to_string(getppid());
+    }
+    std::string name;
+    for (const char* c = space; *c != '\0'; ++c) {
+        name += std::isalnum(static_cast<unsigned char>(*c)) != 0 ? *c : '_';
+    }
+    return name;
+}
+
 // Maps the launch's device, creating it if this process comes first.
 void attach() {
     Local& l = local();
@@ -191,7 +207,7 @@ void attach() {
     if (l.expected < 1) {
         die("PMR_TEST_VERBS_SHARED must give the number of processes sharing the device");
     }
-    l.name = "/pmr-test-verbs-" + std::to_string(getppid()) + "-" + std::to_string(l.expected);
+    l.name = "/pmr-test-verbs-" + launch() + "-" + std::to_string(l.expected);
     const auto bytes = static_cast<off_t>(sizeof(Shared));
     bool creator = true;
     int fd = shm_open(l.name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -215,7 +231,10 @@ void attach() {
         }
         pause_briefly();
     }
-    void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // Populated now: completion queues are rings, and pages first touched later would look like
+    // memory pmr leaks to the tests that watch the resident size (test_churn).
+    void* p =
+        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         die("mmap " + l.name + ": " + std::strerror(errno));
@@ -335,17 +354,21 @@ bool process_gone(pid_t pid) {
 }
 
 // Places `data` at `address` in process `pid`; false if that process is gone.
-bool place(pid_t pid, std::uint64_t address, std::vector<std::byte>& data) {
+bool place(pid_t pid, std::uint64_t address, std::vector<iovec>& from, std::size_t bytes) {
     if (pid == getpid()) {
         // NOLINTNEXTLINE(performance-no-int-to-ptr): verbs carry addresses as integers
-        std::memcpy(reinterpret_cast<void*>(address), data.data(), data.size());
+        auto* to = reinterpret_cast<std::byte*>(address);
+        for (const iovec& piece : from) {
+            std::memcpy(to, piece.iov_base, piece.iov_len);
+            to += piece.iov_len;
+        }
         return true;
     }
-    iovec from{data.data(), data.size()};
     // NOLINTNEXTLINE(performance-no-int-to-ptr): verbs carry addresses as integers
-    iovec to{reinterpret_cast<void*>(address), data.size()};
-    const ssize_t written = process_vm_writev(pid, &from, 1, &to, 1, 0);
-    if (written == static_cast<ssize_t>(data.size())) {
+    iovec to{reinterpret_cast<void*>(address), bytes};
+    const ssize_t written =
+        process_vm_writev(pid, from.data(), static_cast<unsigned long>(from.size()), &to, 1, 0);
+    if (written == static_cast<ssize_t>(bytes)) {
         return true;
     }
     if (written < 0 && errno == ESRCH) {
@@ -379,26 +402,33 @@ bool execute(LocalPair& pair) {
     if (immediate && peer->receive_count == 0) {
         return false; // receiver not ready: retried forever
     }
-    std::vector<std::byte> data = op.inline_data;
-    if ((op.request.send_flags & IBV_SEND_INLINE) == 0) {
+    // The sources, read now (not copied: the device's own allocations would blur the resident
+    // size that test_churn watches).
+    std::vector<iovec>& from = pair.gather;
+    from.clear();
+    std::size_t bytes = 0;
+    if ((op.request.send_flags & IBV_SEND_INLINE) != 0) {
+        from.push_back({op.inline_data.data(), op.inline_data.size()});
+        bytes = op.inline_data.size();
+    } else {
         for (const ibv_sge& sge : op.gather) {
             if (!registered(getpid(), sge.addr, sge.length, sge.lkey)) {
                 fail_local(pair, IBV_WC_LOC_PROT_ERR);
                 return true;
             }
             // NOLINTNEXTLINE(performance-no-int-to-ptr): verbs carry addresses as integers
-            const auto* p = reinterpret_cast<const std::byte*>(sge.addr);
-            data.insert(data.end(), p, p + sge.length);
+            from.push_back({reinterpret_cast<void*>(sge.addr), sge.length});
+            bytes += sge.length;
         }
     }
     const std::uint64_t address = op.request.wr.rdma.remote_addr;
-    if (!data.empty()) {
-        if (!registered(peer->pid, address, data.size(), op.request.wr.rdma.rkey)) {
+    if (bytes > 0) {
+        if (!registered(peer->pid, address, bytes, op.request.wr.rdma.rkey)) {
             fail_local(pair, IBV_WC_REM_ACCESS_ERR);
             fail_shared(*peer);
             return true;
         }
-        if (!place(peer->pid, address, data)) {
+        if (!place(peer->pid, address, from, bytes)) {
             fail_local(pair, IBV_WC_RETRY_EXC_ERR);
             return true;
         }
@@ -412,7 +442,7 @@ bool execute(LocalPair& pair) {
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
         wc.wc_flags = IBV_WC_WITH_IMM;
         wc.imm_data = op.request.imm_data;
-        wc.byte_len = static_cast<std::uint32_t>(data.size());
+        wc.byte_len = static_cast<std::uint32_t>(bytes);
         push(peer->receive_queue, wc, 0);
     }
     if (op.signalled) {
