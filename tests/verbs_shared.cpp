@@ -22,7 +22,9 @@
 //     peer process that is gone fails the sender.
 // The mapping is named after the launch (launch() below) and PMR_TEST_VERBS_SHARED, the number of
 // processes that attach; the last to attach removes the name.
+#include "verbs_fake.hpp"
 #include <fcntl.h>
+
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -47,11 +49,13 @@
 
 namespace {
 
-constexpr std::uint32_t max_inline = 256;
+using verbs_fake::lid_of;
+using verbs_fake::Operation;
+
 constexpr std::size_t max_pairs = 512;
 constexpr std::size_t max_queues = 32;
 constexpr std::size_t max_regions = 4096;
-constexpr int queue_capacity = 4096;
+constexpr int queue_capacity = verbs_fake::max_cqe;
 constexpr std::uint32_t receive_capacity = 256;
 constexpr std::uint64_t magic = 0x706d722d76627332; // "pmr-vbs2"
 
@@ -110,13 +114,6 @@ struct Shared {
     SharedRegion regions[max_regions];
     SharedQueue queues[max_queues];
     SharedPair pairs[max_pairs];
-};
-
-struct Operation {
-    ibv_send_wr request{};
-    std::vector<std::byte> inline_data;
-    std::vector<ibv_sge> gather;
-    bool signalled = false;
 };
 
 struct LocalQueue {
@@ -280,10 +277,6 @@ void attach() {
 
 Shared& shared() {
     return *local().shared;
-}
-
-std::uint16_t lid_of(std::uint8_t port) {
-    return static_cast<std::uint16_t>(0x10 + port);
 }
 
 SharedPair* pair_numbered(std::uint32_t qpn) {
@@ -487,23 +480,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
             return ENOMEM;
         }
         Operation op;
-        op.request = *wr;
-        op.request.next = nullptr;
-        op.signalled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
-        std::size_t total = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            op.gather.push_back(wr->sg_list[i]);
-            total += wr->sg_list[i].length;
-        }
-        if ((wr->send_flags & IBV_SEND_INLINE) != 0) {
-            if (total > max_inline) {
-                return EINVAL;
-            }
-            for (const ibv_sge& sge : op.gather) {
-                // NOLINTNEXTLINE(performance-no-int-to-ptr): verbs carry addresses as integers
-                const auto* p = reinterpret_cast<const std::byte*>(sge.addr);
-                op.inline_data.insert(op.inline_data.end(), p, p + sge.length);
-            }
+        if (const int error = verbs_fake::read_request(*wr, op); error != 0) {
+            return error;
         }
         ++pair.send_slots;
         if (sp.failed) { // a queue pair in the error state flushes what is posted
@@ -566,24 +544,7 @@ extern "C" {
 
 ibv_device** ibv_get_device_list(int* count) {
     attach();
-    Local& l = local();
-    std::strcpy(l.device.name, "shared0");
-    // An array of two device pointers (the list ends with a null one), freed by free().
-    // NOLINTNEXTLINE(bugprone-sizeof-expression)
-    auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
-    list[0] = &l.device;
-    if (count != nullptr) {
-        *count = 1;
-    }
-    return list;
-}
-
-void ibv_free_device_list(ibv_device** list) {
-    std::free(list);
-}
-
-const char* ibv_get_device_name(ibv_device* device) {
-    return device->name;
+    return verbs_fake::device_list(local().device, "shared0", count);
 }
 
 ibv_context* ibv_open_device(ibv_device* device) {
@@ -594,49 +555,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
     l.context.ops.post_recv = &post_recv;
     l.context.ops.poll_cq = &poll_cq;
     return &l.context;
-}
-
-int ibv_close_device(ibv_context* /*context*/) {
-    return 0;
-}
-
-int ibv_query_device(ibv_context* /*context*/, ibv_device_attr* attr) {
-    *attr = ibv_device_attr{};
-    attr->phys_port_cnt = 2;
-    attr->max_cqe = queue_capacity;
-    attr->max_qp_wr = 1024;
-    return 0;
-}
-
-int(ibv_query_port)(ibv_context* /*context*/, std::uint8_t port, _compat_ibv_port_attr* compat) {
-    if (port < 1 || port > 2) {
-        return EINVAL;
-    }
-    auto* attr = reinterpret_cast<ibv_port_attr*>(compat);
-    attr->state = IBV_PORT_ACTIVE;
-    attr->active_mtu = IBV_MTU_4096;
-    attr->lid = lid_of(port);
-    attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
-    attr->gid_tbl_len = 1;
-    return 0;
-}
-
-int ibv_query_gid(ibv_context* /*context*/, std::uint8_t port, int /*index*/, ibv_gid* gid) {
-    std::memset(gid, 0, sizeof *gid);
-    gid->raw[0] = 0xfe;
-    gid->raw[15] = port;
-    return 0;
-}
-
-ibv_pd* ibv_alloc_pd(ibv_context* context) {
-    auto* pd = new ibv_pd{};
-    pd->context = context;
-    return pd;
-}
-
-int ibv_dealloc_pd(ibv_pd* pd) {
-    delete pd;
-    return 0;
 }
 
 ibv_cq* ibv_create_cq(ibv_context* context, int entries, void* /*user*/,
@@ -675,7 +593,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     const Lock lock;
-    if (attr->qp_type != IBV_QPT_RC || attr->cap.max_inline_data > max_inline ||
+    if (attr->qp_type != IBV_QPT_RC || attr->cap.max_inline_data > verbs_fake::max_inline ||
         attr->cap.max_recv_wr > receive_capacity) {
         errno = EINVAL;
         return nullptr;
@@ -721,29 +639,23 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     const Lock lock;
     LocalPair& pair = *local().pairs.at(qp->qp_num);
     SharedPair& sp = shared().pairs[pair.slot];
-    if ((mask & IBV_QP_STATE) == 0) {
+    if (!verbs_fake::transition_complete(attr->qp_state, mask)) {
         return EINVAL;
     }
-    const int needed_init = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-    const int needed_rtr = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    const int needed_rts = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC;
     switch (attr->qp_state) {
     case IBV_QPS_INIT:
-        if (sp.state != IBV_QPS_RESET || (mask & needed_init) != needed_init ||
-            attr->port_num < 1 || attr->port_num > 2) {
+        if (sp.state != IBV_QPS_RESET || attr->port_num < 1 || attr->port_num > verbs_fake::ports) {
             return EINVAL;
         }
         sp.port = attr->port_num;
         break;
     case IBV_QPS_RTR: {
-        if (sp.state != IBV_QPS_INIT || (mask & needed_rtr) != needed_rtr) {
+        if (sp.state != IBV_QPS_INIT) {
             return EINVAL;
         }
         // As on a fabric, the peer's queue pair is not looked at yet (it may be gone already, or
         // its process not yet here): the address must name a port, and the writes find out.
-        if (attr->ah_attr.dlid != lid_of(1) && attr->ah_attr.dlid != lid_of(2)) {
+        if (attr->ah_attr.dlid < lid_of(1) || attr->ah_attr.dlid > lid_of(verbs_fake::ports)) {
             return EINVAL;
         }
         if (attr->ah_attr.port_num != sp.port) {
@@ -755,7 +667,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
         break;
     }
     case IBV_QPS_RTS:
-        if (sp.state != IBV_QPS_RTR || (mask & needed_rts) != needed_rts) {
+        if (sp.state != IBV_QPS_RTR) {
             return EINVAL;
         }
         sp.send_psn = attr->sq_psn;
@@ -770,8 +682,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 
 ibv_mr*(ibv_reg_mr)(ibv_pd* pd, void* address, std::size_t bytes, int access) {
     const Lock lock;
-    if (bytes == 0 || (access & IBV_ACCESS_REMOTE_WRITE) == 0 ||
-        (access & IBV_ACCESS_LOCAL_WRITE) == 0) {
+    if (!verbs_fake::access_supported(bytes, access)) {
         errno = EINVAL;
         return nullptr;
     }
