@@ -87,7 +87,7 @@ std::shared_ptr<UcxProcess> UcxProcess::existing() noexcept {
 }
 
 UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
-    : settings_(std::move(settings)) {
+    : settings_(std::move(settings)), cells_(registry_, cells_per_chunk) {
     for (std::size_t i = 0; i < settings_.rails; ++i) {
         Rail rail;
         rail.device = i < settings_.devices.size() ? settings_.devices[i] : std::string();
@@ -204,32 +204,19 @@ std::shared_ptr<Endpoint> UcxProcess::endpoint(std::size_t rail, const Blob& add
 // -------------------------------------------------------------------------------------------------
 
 CreditCell UcxProcess::acquire_cell(const std::string& where) {
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    // A new chunk, mapped outside the lock: the notice handler takes locks inside UCX progress.
-    Chunk chunk;
-    chunk.memory =
-        MemoryHandle::allocate(rails_[0].context, cells_per_chunk * copy_channel::cache_line,
-                               cells_per_chunk * copy_channel::cache_line, where);
-    chunk.key = chunk.memory.pack(where);
-    std::byte* memory = chunk.memory.data();
-    std::uint32_t index = 0;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        index = static_cast<std::uint32_t>(chunks_.size());
-        chunks_.push_back(std::move(chunk));
-    }
-    registry_.add_chunk(memory, reinterpret_cast<std::uintptr_t>(memory), cells_per_chunk, index);
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    raise<ProviderError>("no credit cell after adding a chunk", where);
+    // A new chunk is mapped outside the pool's lock: the notice handler takes locks inside UCX
+    // progress.
+    return cells_.acquire(
+        [&](std::size_t bytes) {
+            Chunk chunk{MemoryHandle::allocate(rails_[0].context, bytes, bytes, where), Blob{}};
+            chunk.key = chunk.memory.pack(where);
+            return chunk;
+        },
+        where);
 }
 
 Blob UcxProcess::cell_key(const CreditCell& cell) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return chunks_[cell.chunk].key;
+    return cells_.key(cell, [](const Chunk& chunk) { return chunk.key; });
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "base/blob.hpp"
 #include "providers/ucx/lanes.hpp"
 #include "providers/ucx/native.hpp"
+#include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
@@ -203,9 +204,11 @@ public:
     std::shared_ptr<MemoryHandle> allocation(const void* pointer, std::size_t bytes) const;
 
 private:
+    /// Memory of credit cells, and its key for peers.
     struct Chunk {
         MemoryHandle memory;
         Blob key;
+        std::byte* data() const noexcept { return memory.data(); }
     };
 
     static ucs_status_t on_notice(void* arg, const void* header, std::size_t header_length,
@@ -246,8 +249,7 @@ private:
     std::atomic<std::size_t> large_windows_{0};
     std::atomic<std::uint32_t> lane_looks_{0};
 
-    mutable std::mutex mutex_; // chunks_
-    std::vector<Chunk> chunks_;
+    rails::CellPool<Chunk> cells_;
     rails::KeptMemory<MemoryHandle> kept_;
 
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)

@@ -2,6 +2,7 @@
 #include "providers/ucx/ucx.hpp"
 
 #include "providers/ucx/transport.hpp"
+#include "rails/window_members.hpp"
 
 #include "base/backoff.hpp"
 #include "base/copy_sender.hpp"
@@ -216,12 +217,18 @@ struct LocalDescription {
 
 } // namespace
 
-struct Ucx::SendWindow::State {
-    explicit State(const WindowSpec& spec)
-        : where(spec.where), rails(UcxProcess::instance(*spec.where), spec.where) {}
+/// The put path (`rails`, which also tears down both paths), or the load/store path where the
+/// receiver's inbox is mapped here (connect()).
+template <>
+struct rails::Window<Ucx, rails::send>::State : rails::SendState<Transport, false> {
+    using SendState::SendState;
 
-    const std::string* where;
-    rails::RailSender<Transport> rails; ///< the put path, and the teardown of both paths
+    bool close();
+    void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
+    void post(const std::byte* data, std::size_t bytes);
+    void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+    bool test();
+    bool peer_gone() const noexcept;
 
     /// Counted in UcxProcess::watch() (may send by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
@@ -231,38 +238,25 @@ struct Ucx::SendWindow::State {
     SharedMapping buffer_mapping; ///< the receive buffer, when it is pmr::allocate memory
     CopySender copier;
 
-    const std::string& at() const noexcept { return *where; }
     bool load_store() const noexcept { return mapped_inbox != nullptr; }
 };
 
-Ucx::SendWindow::SendWindow(const WindowSpec& spec) : state_(std::make_unique<State>(spec)) {}
-
-Ucx::SendWindow::SendWindow(SendWindow&& other) noexcept = default;
-Ucx::SendWindow& Ucx::SendWindow::operator=(SendWindow&& other) noexcept = default;
-
-Ucx::SendWindow::~SendWindow() {
-    if (!state_) {
-        return;
+bool rails::Window<Ucx, rails::send>::State::close() {
+    if (load_store()) {
+        copier.close();
     }
-    if (state_->load_store()) {
-        state_->copier.close();
+    UcxProcess* const was_watched = std::exchange(watched, nullptr);
+    // False: UCX still reads from this state, which is kept, better leaked than overwritten.
+    const bool closed = rails.close();
+    if (was_watched != nullptr) {
+        was_watched->unwatch();
     }
-    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
-    if (!state_->rails.close()) {
-        // UCX still reads from this state: keep it, better leaked than overwritten.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-    }
-    if (watched != nullptr) {
-        watched->unwatch();
-    }
+    return closed;
 }
 
-Blob Ucx::SendWindow::describe() const {
-    return state_->rails.describe();
-}
-
-void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::connect(Connection& connection, const Blob& peer,
+                                                     std::size_t peer_bytes) {
+    State& s = *this;
     bool by_message = false;
     switch (connection.process().settings().signal) {
     case ucx::UcxSettings::Signal::put:
@@ -363,8 +357,8 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
               "]");
 }
 
-void Ucx::SendWindow::post(const std::byte* data, std::size_t bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, std::size_t bytes) {
+    State& s = *this;
     if (s.load_store()) {
         s.copier.post(data, bytes);
     } else {
@@ -372,8 +366,9 @@ void Ucx::SendWindow::post(const std::byte* data, std::size_t bytes) {
     }
 }
 
-void Ucx::SendWindow::post(const std::byte* data, const RailRange* ranges, std::size_t count) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, const RailRange* ranges,
+                                                  std::size_t count) {
+    State& s = *this;
     if (s.load_store()) {
         // One copy; rails mean network devices.
         s.copier.post(data, count > 0 ? ranges[count - 1].offset + ranges[count - 1].bytes : 0);
@@ -382,13 +377,13 @@ void Ucx::SendWindow::post(const std::byte* data, const RailRange* ranges, std::
     }
 }
 
-bool Ucx::SendWindow::test() {
-    State& s = *state_;
+bool rails::Window<Ucx, rails::send>::State::test() {
+    State& s = *this;
     return s.load_store() ? s.copier.progress() : s.rails.progress();
 }
 
-bool Ucx::SendWindow::peer_gone() const noexcept {
-    const State& s = *state_;
+bool rails::Window<Ucx, rails::send>::State::peer_gone() const noexcept {
+    const State& s = *this;
     return s.rails.receiver_closed() ||
            (s.mapped_inbox != nullptr &&
             s.mapped_inbox->block.credit.load(std::memory_order_acquire) ==
@@ -411,41 +406,36 @@ std::size_t staging_bytes(const WindowSpec& spec, UcxProcess& process) {
 
 } // namespace
 
-struct Ucx::RecvWindow::State {
+template <>
+struct rails::Window<Ucx, rails::receive>::State : rails::RecvState<Transport> {
+    explicit State(const WindowSpec& spec) : State(spec, UcxProcess::instance(*spec.where)) {}
     State(const WindowSpec& spec, const std::shared_ptr<UcxProcess>& process)
-        : memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
-          rails(process, spec.where, spec.buffer, spec.bytes, staging_bytes(spec, *process)),
+        : RecvState(spec, process, staging_bytes(spec, *process)),
+          memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
           bytes(spec.bytes) {}
 
+    bool close();
+    Blob describe() const;
+    void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
+
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
-    rails::RailReceiver<Transport> rails;
     std::size_t bytes = 0;
     /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
 };
 
-Ucx::RecvWindow::RecvWindow(const WindowSpec& spec)
-    : state_(std::make_unique<State>(spec, UcxProcess::instance(*spec.where))) {}
-
-Ucx::RecvWindow::RecvWindow(RecvWindow&& other) noexcept = default;
-Ucx::RecvWindow& Ucx::RecvWindow::operator=(RecvWindow&& other) noexcept = default;
-
-Ucx::RecvWindow::~RecvWindow() {
-    if (!state_) {
-        return;
+bool rails::Window<Ucx, rails::receive>::State::close() {
+    UcxProcess* const was_watched = std::exchange(watched, nullptr);
+    // False: the sender may still write into this state (UCX reads the credit from it).
+    const bool closed = rails.close();
+    if (was_watched != nullptr) {
+        was_watched->unwatch();
     }
-    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
-    if (!state_->rails.close()) {
-        // The sender may still write into this state (UCX reads the credit from it): keep it.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-    }
-    if (watched != nullptr) {
-        watched->unwatch();
-    }
+    return closed;
 }
 
-Blob Ucx::RecvWindow::describe() const {
-    const State& s = *state_;
+Blob rails::Window<Ucx, rails::receive>::State::describe() const {
+    const State& s = *this;
     LocalDescription local{};
     local.memfd = s.memfd.fd;
     local.memfd_offset = s.memfd.offset;
@@ -453,8 +443,9 @@ Blob Ucx::RecvWindow::describe() const {
     return s.rails.describe(BlobWriter().put(local).take());
 }
 
-void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::receive>::State::connect(Connection& connection, const Blob& peer,
+                                                        std::size_t peer_bytes) {
+    State& s = *this;
     s.rails.connect(connection, peer, connection.process().settings().load_store);
     if (connection.messages()) {
         s.rails.use_credit_notices(); // unless the sender's cell is mapped here
@@ -469,40 +460,6 @@ void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
 }
 
-void Ucx::RecvWindow::init() {
-    state_->rails.init();
-}
-
-bool Ucx::RecvWindow::test() {
-    return state_->rails.test();
-}
-
-std::size_t Ucx::RecvWindow::received_bytes() const noexcept {
-    return state_->rails.received_bytes();
-}
-
-bool Ucx::RecvWindow::peer_gone() const noexcept {
-    return state_->rails.sender_closed();
-}
-
-std::uint64_t Ucx::SendWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Ucx::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = UcxProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
-
-std::uint64_t Ucx::RecvWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Ucx::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = UcxProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
+PMR_RAILS_WINDOWS(Ucx);
 
 } // namespace pmr::detail
