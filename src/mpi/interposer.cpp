@@ -112,6 +112,8 @@ const char* reason_name(Reason reason) noexcept {
         return "intercommunicator";
     case Reason::self:
         return "message to self";
+    case Reason::too_small:
+        return "messages below PMR_MPI_MIN_BYTES";
     case Reason::too_large:
         return "messages above PMR_MPI_MAX_BYTES";
     case Reason::refused:
@@ -170,6 +172,8 @@ void Interposer::start(int provided_thread_level) {
             static_cast<unsigned>(pmr::settings::integer("PMR_MPI_REPEATS").value_or(3));
         settings_.max_bytes =
             pmr::settings::size("PMR_MPI_MAX_BYTES").value_or(settings_.max_bytes);
+        settings_.min_bytes =
+            pmr::settings::size("PMR_MPI_MIN_BYTES").value_or(settings_.min_bytes);
         settings_.slots =
             static_cast<unsigned>(pmr::settings::integer("PMR_MPI_SLOTS").value_or(2));
         settings_.max_streams =
@@ -1019,6 +1023,8 @@ void Interposer::activate_recv(Op& op) {
                     s->reason = Reason::stream_limit;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
+                } else if (s->max_bytes < settings_.min_bytes) {
+                    s->reason = Reason::too_small;
                 } else if (s->repeats >= settings_.repeats) {
                     propose(*s);
                     defer = true;
@@ -1063,7 +1069,18 @@ int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int t
         if (s == nullptr) {
             return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         }
-        const bool may_propose = settings_.mode == Mode::all && s->state == InStream::State::mpi;
+        // A receive that cannot make its stream carried goes straight to MPI: below
+        // PMR_MPI_MIN_BYTES (and the stream's largest receive too) MPI's own small-message path
+        // is as fast as a carried stream, so the stream only keeps its count here.
+        const auto bytes =
+            static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size);
+        const bool small = bytes < settings_.min_bytes && s->max_bytes < settings_.min_bytes;
+        if (small && s->state == InStream::State::mpi) {
+            s->max_bytes = std::max(s->max_bytes, bytes);
+            s->reason = Reason::too_small;
+        }
+        const bool may_propose =
+            settings_.mode == Mode::all && s->state == InStream::State::mpi && !small;
         if (s->state == InStream::State::refused ||
             (s->state == InStream::State::mpi && !may_propose)) {
             if (settings_.mode != Mode::all) {

@@ -46,6 +46,7 @@ enum class Reason : unsigned char {
     intercomm,
     self,
     too_large,    // above PMR_MPI_MAX_BYTES
+    too_small,    // all below PMR_MPI_MIN_BYTES (MPI's own small-message path is as fast)
     stream_limit, // PMR_MPI_MAX_STREAMS streams are carried already
     cancelled,    // the program cancelled a receive MPI held (its count of messages is unknown)
     refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
@@ -61,6 +62,7 @@ struct Settings {
     Mode mode = Mode::all;
     unsigned repeats = 3;
     std::size_t max_bytes = std::size_t{16} << 10; // measured: carried streams lose from 32 KiB
+    std::size_t min_bytes = 1024; // measured: below, MPI's own path is as fast or faster
     unsigned slots = 2;
     unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
