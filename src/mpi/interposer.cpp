@@ -875,6 +875,7 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     op->synchronous = mode == 1;
     hold_type(*op);
     recent_op_[recent_index(*request, recent_ops)] = {};
+    op_filter_[recent_index(*request, op_filter_bits)] = true;
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -912,6 +913,7 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &fresh->handle);
         op = fresh.get();
         recent_op_[recent_index(op->handle, recent_ops)] = {};
+        op_filter_[recent_index(op->handle, op_filter_bits)] = true;
         ops_[op->handle] = std::move(fresh);
     }
     op->kind = kind;
@@ -1130,6 +1132,7 @@ int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, i
     op->comm = c;
     hold_type(*op);
     recent_op_[recent_index(*request, recent_ops)] = {};
+    op_filter_[recent_index(*request, op_filter_bits)] = true;
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -1372,6 +1375,9 @@ Op* Interposer::op_of(MPI_Request handle) noexcept {
     if (recent.handle == handle && recent.op != nullptr) {
         return recent.op;
     }
+    if (!op_filter_[recent_index(handle, op_filter_bits)]) {
+        return nullptr;
+    }
     auto it = ops_.find(handle);
     if (it == ops_.end()) {
         return nullptr;
@@ -1595,14 +1601,23 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
         ops = many.data();
         done = many_done.data();
     }
-    bool own = false;
+    bool carried = false; // an operation of ours in flight (not handed to MPI)
     for (int i = 0; i < count; ++i) {
         ops[i] = op_of(requests[i]);
-        own = own || ops[i] != nullptr;
+        carried = carried || (ops[i] != nullptr && !ops[i]->on_mpi && ops[i]->active);
         done[i] = 0;
     }
-    if (!own && !owes()) {
-        return PMPI_Waitall(count, requests, statuses);
+    if (!carried && !owes()) {
+        // Everything is MPI's (persistent requests the interposer follows included): MPI's own
+        // wait, then the followed ones are inactive again.
+        const int rc = PMPI_Waitall(count, requests, statuses);
+        for (int i = 0; i < count; ++i) {
+            if (ops[i] != nullptr) {
+                ops[i]->active = false;
+                ops[i]->on_mpi = false;
+            }
+        }
+        return rc;
     }
     int errors = 0;
     Comm* failed = nullptr; // the communicator of a carried receive that failed (truncation)

@@ -412,6 +412,10 @@ private:
     };
     static constexpr std::size_t recent_ops = 64;
     RecentOp recent_op_[recent_ops];
+    /// A bit per hash of every handle ever given an Op: a handle whose bit is clear is MPI's
+    /// own, found without a search (requests MPI keeps are the common case of a wait).
+    static constexpr std::size_t op_filter_bits = 4096;
+    std::vector<bool> op_filter_ = std::vector<bool>(op_filter_bits, false);
     // The communicator and datatype used last.
     MPI_Comm last_comm_ = MPI_COMM_NULL;
     Comm* last_comm_state_ = nullptr;
