@@ -296,9 +296,10 @@ std::vector<settings::Setting> builtin_settings() {
     b.push_back(Builder("PMR_MPI_MAX_BYTES", Type::size, "mpi",
                         "The largest message a stream is carried for; a larger one sends its "
                         "stream back to MPI (a carried message is copied three times, MPI's "
-                        "single-copy path once).")
+                        "single-copy path once: from 8 KiB a carried stream was faster or slower "
+                        "than MPI depending on the machine's state).")
                     .unit("B")
-                    .by_default("16K"));
+                    .by_default("4K"));
     b.push_back(Builder("PMR_MPI_MIN_BYTES", Type::size, "mpi",
                         "Streams whose messages all stay below this size are left to MPI: its own "
                         "small-message path is as fast as a carried stream's copies and "
