@@ -111,6 +111,19 @@ struct Op {
     InStream* stream = nullptr; // a receive from one source with one tag: its stream, if any
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
     bool synchronous = false; // MPI_Ssend_init
+
+    /// What the program asked for: the fields every way of making an operation sets.
+    void describe(Kind what, bool is_persistent, void* buffer, int elements, MPI_Datatype datatype,
+                  int peer_rank, int message_tag, Comm* in) noexcept {
+        kind = what;
+        persistent = is_persistent;
+        buf = buffer;
+        count = elements;
+        type = datatype;
+        peer = peer_rank;
+        tag = message_tag;
+        comm = in;
+    }
 };
 
 struct Counters {
@@ -341,6 +354,8 @@ private:
     std::size_t put_chunks(OutStream& stream, const std::byte* source, std::size_t total,
                            std::size_t offset);
     void flush(OutStream& stream);
+    /// A new operation known by `handle` (a request MPI made), found by op_of from now on.
+    Op& adopt(MPI_Request handle);
     Op* make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type, int peer,
                 int tag, Comm* comm);
     void activate_recv(Op& op);

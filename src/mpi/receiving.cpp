@@ -37,23 +37,13 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         op->stream = nullptr;
         op->own_type = false;
     } else {
-        auto fresh = std::make_unique<Op>();
         // A real, never started persistent request: a handle every MPI call accepts (also
         // through the Fortran bindings), which stands for an operation the interposer carries.
-        call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &fresh->handle);
-        op = fresh.get();
-        recent_op_[recent_index(op->handle, recent_ops)] = {};
-        op_filter_[recent_index(op->handle, op_filter_bits)] = true;
-        ops_[op->handle] = std::move(fresh);
+        MPI_Request handle = MPI_REQUEST_NULL;
+        call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &handle);
+        op = &adopt(handle);
     }
-    op->kind = kind;
-    op->persistent = persistent;
-    op->buf = buf;
-    op->count = count;
-    op->type = type;
-    op->peer = peer;
-    op->tag = tag;
-    op->comm = comm;
+    op->describe(kind, persistent, buf, count, type, peer, tag, comm);
     if (kind == Op::Kind::recv) {
         hold_type(*op);
     }
@@ -250,21 +240,20 @@ int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, i
     if (rc != MPI_SUCCESS || c == nullptr || source == MPI_PROC_NULL) {
         return rc;
     }
-    auto op = std::make_unique<Op>();
-    op->kind = Op::Kind::recv;
-    op->persistent = true;
-    op->handle = *request;
-    op->buf = buf;
-    op->count = count;
-    op->type = type;
-    op->peer = source;
-    op->tag = tag;
-    op->comm = c;
-    hold_type(*op);
-    recent_op_[recent_index(*request, recent_ops)] = {};
-    op_filter_[recent_index(*request, op_filter_bits)] = true;
-    ops_[*request] = std::move(op);
+    Op& op = adopt(*request);
+    op.describe(Op::Kind::recv, true, buf, count, type, source, tag, c);
+    hold_type(op);
     return rc;
+}
+
+Op& Interposer::adopt(MPI_Request handle) {
+    auto fresh = std::make_unique<Op>();
+    fresh->handle = handle;
+    recent_op_[recent_index(handle, recent_ops)] = {};
+    op_filter_[recent_index(handle, op_filter_bits)] = true;
+    Op& op = *fresh;
+    ops_[handle] = std::move(fresh);
+    return op;
 }
 
 bool Interposer::take_from_mpi(Op& op, int source, int tag) {

@@ -426,21 +426,10 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     if (rc != MPI_SUCCESS || c == nullptr || dest == MPI_PROC_NULL) {
         return rc;
     }
-    auto op = std::make_unique<Op>();
-    op->kind = Op::Kind::send;
-    op->persistent = true;
-    op->handle = *request;
-    op->buf = const_cast<void*>(buf);
-    op->count = count;
-    op->type = type;
-    op->peer = dest;
-    op->tag = tag;
-    op->comm = c;
-    op->synchronous = mode == 1;
-    hold_type(*op);
-    recent_op_[recent_index(*request, recent_ops)] = {};
-    op_filter_[recent_index(*request, op_filter_bits)] = true;
-    ops_[*request] = std::move(op);
+    Op& op = adopt(*request);
+    op.describe(Op::Kind::send, true, const_cast<void*>(buf), count, type, dest, tag, c);
+    op.synchronous = mode == 1;
+    hold_type(op);
     return rc;
 }
 

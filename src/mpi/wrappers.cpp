@@ -65,6 +65,41 @@ void created(MPI_Comm parent, const MPI_Comm* child, int rc) {
     }
 }
 
+/// One side of MPI_Sendrecv: a buffer, its count and type, the peer and the tag.
+template <class Buffer>
+struct Half {
+    Buffer buf;
+    int count;
+    MPI_Datatype type;
+    int peer;
+    int tag;
+};
+
+/// MPI_Sendrecv through the interposer: the receive and the send posted together, then waited
+/// for; the status is the receive's.
+int sendrecv(Half<const void*> send, Half<void*> recv, MPI_Comm comm, MPI_Status* status) {
+    auto& in = Interposer::get();
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = in.irecv(recv.buf, recv.count, recv.type, recv.peer, recv.tag, comm, &r[0]);
+    if (rc == MPI_SUCCESS) {
+        rc = in.isend(send.buf, send.count, send.type, send.peer, send.tag, comm, 0, &r[1]);
+    }
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    MPI_Status st[2];
+    rc = in.waitall(2, r, st);
+    if (recv.peer == MPI_PROC_NULL) {
+        // MPI's status of a receive from MPI_PROC_NULL (MPICH 4.0's MPI_Test of a non-blocking
+        // one reports source 0).
+        set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
+    }
+    if (status != MPI_STATUS_IGNORE) {
+        *status = st[0];
+    }
+    return rc == MPI_ERR_IN_STATUS ? st[0].MPI_ERROR : rc;
+}
+
 } // namespace
 } // namespace pmr::mpi
 
@@ -288,26 +323,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
                              recvtype, source, recvtag, comm, status);
     }
     return enter([&] {
-        auto& in = Interposer::get();
-        MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-        int rc = in.irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &r[0]);
-        if (rc == MPI_SUCCESS) {
-            rc = in.isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, 0, &r[1]);
-        }
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
-        MPI_Status st[2];
-        rc = in.waitall(2, r, st);
-        if (source == MPI_PROC_NULL) {
-            // MPI's status of a receive from MPI_PROC_NULL (MPICH 4.0's MPI_Test of a
-            // non-blocking one reports source 0).
-            pmr::mpi::set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
-        }
-        if (status != MPI_STATUS_IGNORE) {
-            *status = st[0];
-        }
-        return rc == MPI_ERR_IN_STATUS ? st[0].MPI_ERROR : rc;
+        return pmr::mpi::sendrecv({sendbuf, sendcount, sendtype, dest, sendtag},
+                                  {recvbuf, recvcount, recvtype, source, recvtag}, comm, status);
     });
 }
 
@@ -324,26 +341,8 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         std::vector<char> packed(static_cast<std::size_t>(bound));
         int position = 0;
         PMPI_Pack(buf, count, type, packed.data(), bound, &position, comm);
-        auto& in = Interposer::get();
-        MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-        int rc = in.irecv(buf, count, type, source, recvtag, comm, &r[0]);
-        if (rc == MPI_SUCCESS) {
-            rc = in.isend(packed.data(), position, MPI_PACKED, dest, sendtag, comm, 0, &r[1]);
-        }
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
-        MPI_Status st[2];
-        rc = in.waitall(2, r, st);
-        if (source == MPI_PROC_NULL) {
-            // MPI's status of a receive from MPI_PROC_NULL (MPICH 4.0's MPI_Test of a
-            // non-blocking one reports source 0).
-            pmr::mpi::set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, false, MPI_SUCCESS);
-        }
-        if (status != MPI_STATUS_IGNORE) {
-            *status = st[0];
-        }
-        return rc == MPI_ERR_IN_STATUS ? st[0].MPI_ERROR : rc;
+        return pmr::mpi::sendrecv({packed.data(), position, MPI_PACKED, dest, sendtag},
+                                  {buf, count, type, source, recvtag}, comm, status);
     });
 }
 
