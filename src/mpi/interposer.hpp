@@ -109,6 +109,7 @@ struct Op {
     std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
     InStream* stream = nullptr; // a receive from one source with one tag: its stream, if any
+    OutStream* out = nullptr;   // a persistent send: its stream, once looked up
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
     bool synchronous = false; // MPI_Ssend_init
 
@@ -359,6 +360,11 @@ private:
     Op* make_op(Op::Kind kind, bool persistent, void* buf, int count, MPI_Datatype type, int peer,
                 int tag, Comm* comm);
     void activate_recv(Op& op);
+    /// Puts a receive at the end of its communicator's queue of receives waiting for a match.
+    void queue(Op& op);
+    /// Whether a receive waiting in the communicator's queue could take messages from `source`
+    /// with `tag` (then a later receive for them must wait behind it).
+    static bool queued_before(const Comm& comm, int source, int tag) noexcept;
     bool defer_needed(const Comm& comm, int source, int tag) const;
     bool open_stream_matches(const Comm& comm, int source, int tag) const;
     bool try_match(Op& op);

@@ -35,6 +35,7 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         op->staging.clear();
         op->collective = nullptr;
         op->stream = nullptr;
+        op->out = nullptr;
         op->own_type = false;
     } else {
         // A real, never started persistent request: a handle every MPI call accepts (also
@@ -115,14 +116,22 @@ void Interposer::activate_recv(Op& op) {
             // Deferred only where a proposed or carried stream (or an earlier deferred receive)
             // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
             defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
-        } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+        } else if (InStream* s =
+                       op.stream != nullptr ? op.stream : in_stream(*c, op.peer, op.tag)) {
             op.stream = s;
-            if (s->state == InStream::State::carried && c->deferred.empty() &&
-                s->claimed_mpi >= s->switch_at && s->partial == nullptr &&
-                take_from_slots(*s, op)) {
-                // The steady state of a carried stream: its message is there already.
-                complete_op(op);
-                return;
+            if (s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at &&
+                s->partial == nullptr && !queued_before(*c, op.peer, op.tag)) {
+                // The steady state of a carried stream: its message is there already, or this
+                // receive waits in the queue with nothing before it that could take its
+                // messages (a look at the queue now would try just what was tried here).
+                if (take_from_slots(*s, op)) {
+                    complete_op(op);
+                    return;
+                }
+                if (s->state == InStream::State::carried && s->partial == nullptr) {
+                    queue(op);
+                    return;
+                }
             }
             if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
                 defer_needed(*c, op.peer, op.tag)) {
@@ -162,11 +171,7 @@ void Interposer::activate_recv(Op& op) {
         }
     }
     if (defer) {
-        op.in_queue = true;
-        if (c->deferred.empty()) {
-            deferring_comms_.push_back(c);
-        }
-        c->deferred.push_back(&op);
+        queue(op);
         progress_deferred(*c);
         return;
     }
@@ -176,6 +181,24 @@ void Interposer::activate_recv(Op& op) {
     } else {
         PMPI_Irecv(op.buf, op.count, op.type, op.peer, op.tag, op.comm->handle, &op.inner);
     }
+}
+
+bool Interposer::queued_before(const Comm& comm, int source, int tag) noexcept {
+    for (const Op* waiting : comm.deferred) {
+        if (overlaps(waiting->peer, waiting->tag, source, tag)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Interposer::queue(Op& op) {
+    Comm* c = op.comm;
+    op.in_queue = true;
+    if (c->deferred.empty()) {
+        deferring_comms_.push_back(c);
+    }
+    c->deferred.push_back(&op);
 }
 
 int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,

@@ -77,7 +77,7 @@ int Interposer::start(MPI_Request* request) {
     op->complete = false;
     op->on_mpi = false;
     Comm* c = op->comm;
-    OutStream* s = out_stream(*c, op->peer, op->tag);
+    OutStream* s = op->out != nullptr ? op->out : (op->out = out_stream(*c, op->peer, op->tag));
     if (s != nullptr && op->synchronous) {
         synchronous_send(*s);
     }
