@@ -8,6 +8,12 @@
  *   sum:   QMP_sum_double against MPI_Allreduce of one double.
  *
  *   mpirun -np 2 qmp-bench [--grid x y z t] [--min B] [--max B] [--rounds N] [--reps R]
+ *                          [--strided S]
+ *
+ * --strided S sends every face from strided memory, blocks of S bytes every 2S bytes (QMP
+ * strided message memory, packed by QMP; an MPI vector type on MPI's side), as a code sends a
+ * face straight out of its field; receives stay contiguous. Without it faces are contiguous
+ * QMP_allocate_memory buffers, which pmr sends without a copy of QMP's.
  *
  * The methods take turns in every repetition and each reports its fastest repetition; the ratio
  * MPI time / QMP time above 1 means QMP on pmr is faster. The halo data is checked once per size.
@@ -27,6 +33,7 @@ typedef struct {
     size_t max_bytes;
     int rounds;
     int reps;
+    size_t strided; /* block bytes of strided faces; 0: contiguous */
 } Options;
 
 static int parse(int argc, char** argv, Options* o) {
@@ -43,16 +50,24 @@ static int parse(int argc, char** argv, Options* o) {
             o->rounds = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             o->reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--strided") == 0 && i + 1 < argc) {
+            o->strided = (size_t)atol(argv[++i]);
         } else {
             return 0;
         }
     }
-    return o->min_bytes > 0 && o->max_bytes >= o->min_bytes && o->rounds > 0 && o->reps > 0;
+    /* Every size (min_bytes times a power of 2) must be a whole number of strided blocks. */
+    return o->min_bytes > 0 && o->max_bytes >= o->min_bytes && o->rounds > 0 && o->reps > 0 &&
+           (o->strided == 0 || o->min_bytes % o->strided == 0);
 }
 
 /* The faces of one size, for both methods. */
 typedef struct {
     size_t bytes;
+    size_t send_bytes; /* of each send buffer: twice the face when strided */
+    size_t strided;    /* block bytes of strided faces; 0: contiguous */
+    MPI_Datatype face; /* MPI's type of a sent face (MPI_BYTE when contiguous) */
+    int face_count;
     char* send[2 * DIMS];
     char* recv[2 * DIMS];
     QMP_msgmem_t mem[4 * DIMS];
@@ -69,24 +84,38 @@ static int neighbour(const int* me, int axis, int dir) {
     return QMP_get_node_number_from(c);
 }
 
-static void setup(Faces* f, size_t bytes, MPI_Comm comm) {
+static void setup(Faces* f, size_t bytes, size_t strided, MPI_Comm comm) {
     const int* me = QMP_get_logical_coordinates();
     QMP_msghandle_t h[4 * DIMS];
     f->bytes = bytes;
+    f->send_bytes = strided > 0 ? 2 * bytes : bytes;
+    f->strided = strided;
+    f->face = MPI_BYTE;
+    f->face_count = (int)bytes;
+    if (strided > 0) {
+        MPI_Type_vector((int)(bytes / strided), (int)strided, (int)(2 * strided), MPI_BYTE,
+                        &f->face);
+        MPI_Type_commit(&f->face);
+        f->face_count = 1;
+    }
     for (int face = 0; face < 2 * DIMS; ++face) {
         const int axis = face / 2;
         const int dir = face % 2 == 0 ? -1 : +1;
-        f->send[face] = QMP_get_memory_pointer(QMP_allocate_memory(bytes)); /* freed at exit */
+        /* freed at exit */
+        f->send[face] = QMP_get_memory_pointer(QMP_allocate_memory(f->send_bytes));
         f->recv[face] = QMP_get_memory_pointer(QMP_allocate_memory(bytes));
-        f->mem[2 * face] = QMP_declare_msgmem(f->send[face], bytes);
+        f->mem[2 * face] =
+            strided > 0 ? QMP_declare_strided_msgmem(f->send[face], strided, (int)(bytes / strided),
+                                                     (ptrdiff_t)(2 * strided))
+                        : QMP_declare_msgmem(f->send[face], bytes);
         f->mem[2 * face + 1] = QMP_declare_msgmem(f->recv[face], bytes);
         h[2 * face] = QMP_declare_send_relative(f->mem[2 * face], axis, dir, 0);
         h[2 * face + 1] = QMP_declare_receive_relative(f->mem[2 * face + 1], axis, dir, 0);
         /* MPI: the message towards dir carries tag 2 axis + (dir > 0) on both sides. */
         const int tag_out = 2 * axis + (dir > 0);
         const int tag_in = 2 * axis + (dir < 0);
-        MPI_Send_init(f->send[face], (int)bytes, MPI_BYTE, neighbour(me, axis, dir), tag_out, comm,
-                      &f->requests[2 * face]);
+        MPI_Send_init(f->send[face], f->face_count, f->face, neighbour(me, axis, dir), tag_out,
+                      comm, &f->requests[2 * face]);
         MPI_Recv_init(f->recv[face], (int)bytes, MPI_BYTE, neighbour(me, axis, dir), tag_in, comm,
                       &f->requests[2 * face + 1]);
     }
@@ -99,11 +128,23 @@ static void teardown(Faces* f) {
         QMP_free_msgmem(f->mem[i]);
         MPI_Request_free(&f->requests[i]);
     }
+    if (f->face != MPI_BYTE) {
+        MPI_Type_free(&f->face);
+    }
 }
 
 static void fill(Faces* f, int node, int round) {
     for (int face = 0; face < 2 * DIMS; ++face) {
-        memset(f->send[face], (node * 16 + face + round) & 0xff, f->bytes);
+        const int value = (node * 16 + face + round) & 0xff;
+        if (f->strided > 0) {
+            /* The gaps between the blocks hold what no face holds: sent, they show. */
+            memset(f->send[face], (value + 128) & 0xff, f->send_bytes);
+            for (size_t b = 0; b < f->bytes / f->strided; ++b) {
+                memset(f->send[face] + 2 * b * f->strided, value, f->strided);
+            }
+        } else {
+            memset(f->send[face], value, f->bytes);
+        }
         memset(f->recv[face], 0, f->bytes);
     }
 }
@@ -161,11 +202,11 @@ int main(int argc, char** argv) {
     }
     const int nodes = QMP_get_number_of_nodes();
     const int node = QMP_get_node_number();
-    Options o = {{0, 0, 0, 0}, 1024, 65536, 2000, 5};
+    Options o = {{0, 0, 0, 0}, 1024, 65536, 2000, 5, 0};
     if (!parse(argc, argv, &o)) {
         if (node == 0) {
             fprintf(stderr, "usage: qmp-bench [--grid x y z t] [--min B] [--max B] [--rounds N] "
-                            "[--reps R]\n");
+                            "[--reps R] [--strided S]\n");
         }
         QMP_finalize_msg_passing();
         return 2;
@@ -183,13 +224,17 @@ int main(int argc, char** argv) {
         printf("qmp-bench: %d nodes as a %d x %d x %d x %d periodic grid; %d rounds x %d reps, "
                "fastest rep, slowest node\n",
                nodes, o.grid[0], o.grid[1], o.grid[2], o.grid[3], o.rounds, o.reps);
+        if (o.strided > 0) {
+            printf("faces sent from strided memory: blocks of %zu B every %zu B\n", o.strided,
+                   2 * o.strided);
+        }
         printf("%10s %14s %14s %12s %8s\n", "face B", "QMP/pmr us", "MPI persist us", "MPI/QMP",
                "check");
     }
     int failures = 0;
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
         Faces f;
-        setup(&f, bytes, comm);
+        setup(&f, bytes, o.strided, comm);
         /* Warm up both (pmr's handshakes happen at the first round), then check the data. */
         fill(&f, node, 1);
         QMP_start(f.halo);

@@ -8,15 +8,23 @@
 // reduction for (xor, long double sums, extended sums, user functions) gather every node's value
 // with pmr::Allgather and fold them in node order on every node. Either way every node gets
 // bitwise the same result, and the same inputs give the same result in every run.
+//
+// Sums on two nodes, the global sum of a solver's every iteration, skip the collective: each node
+// sends its operands to the other on a connection kept for them (one pair of windows per element
+// type and count) and adds x_0 + x_1 in node order, so both get bitwise the same result, the one
+// pmr's recursive doubling gives there. What the engine of a collective does per run for any plan
+// (steps, staging copies, grants of the next run) costs more instructions than the exchange.
 #include "internal.hpp"
 
 #include <pmr/collectives.hpp>
+#include <pmr/target.hpp>
 
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace qmp {
 namespace {
@@ -75,6 +83,103 @@ void run(pmr::Collective& c) {
     }
 }
 
+/// Sums of up to this many bytes on two nodes take one exchange of the whole vector (as pmr's
+/// recursive doubling does there); larger ones go to pmr::Allreduce, which splits them into
+/// halves on one node.
+constexpr std::size_t pair_max_bytes = std::size_t{8} * 1024;
+/// The tag of the pair connection: above every tag of message handles (messages.cpp).
+constexpr int pair_tag = 1500;
+
+/// The exchange of `count` elements of type `type` with the other node of `comm` (two nodes):
+/// made at the first sum of that kind, on every node at the same call.
+PairExchange& exchange_of(QMP_comm_t comm, int type, std::size_t count, std::size_t bytes) {
+    const CollectiveKey key{static_cast<int>(Kind::sum), type, count};
+    if (comm->last_exchange != nullptr && comm->last_exchange_key == key) {
+        return *comm->last_exchange;
+    }
+    auto it = comm->exchanges.find(key);
+    if (it == comm->exchanges.end()) {
+        if (comm->exchanges.size() >= cache_limit) {
+            comm->last_exchange = nullptr;
+            comm->exchanges.clear();
+        }
+        if (!comm->pair) {
+            comm->pair =
+                pmr::Connection(pmr::Target(*comm->pmr, 1 - comm->rank, pair_tag, pair_tag));
+        }
+        PairExchange made;
+        made.send = pmr::SendWindow<std::byte>(comm->pair, bytes);
+        made.recv = pmr::RecvWindow<std::byte>(comm->pair, bytes);
+        it = comm->exchanges.emplace(key, std::move(made)).first;
+    }
+    comm->last_exchange_key = key;
+    comm->last_exchange = &it->second;
+    return it->second;
+}
+
+template <class T>
+T add(T a, T b) noexcept {
+    if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); // wraps, as pmr's sums do
+    } else {
+        return a + b;
+    }
+}
+
+/// The global sum of `count` elements on a communicator of two nodes.
+template <class T>
+void pair_sum(QMP_comm_t comm, T* values, std::size_t count) {
+    const std::size_t bytes = count * sizeof(T);
+    PairExchange& e = exchange_of(comm, type_code<T>(), count, bytes);
+    std::memcpy(e.send.data(), values, bytes);
+    if (!e.granted) {
+        e.recv.init();
+    }
+    e.granted = false;
+    e.send.init();
+    e.send.post();
+    e.recv.post();
+    // The other node's operands have usually arrived by now: one test each, then a wait.
+    const bool sent = e.send.test();
+    const bool received = e.recv.test();
+    if (sent && received) {
+        // done
+    } else if (state().active.empty()) { // nothing else to complete meanwhile: pmr's own wait
+        if (!sent && !received) {
+            pmr::wait_all(e.send, e.recv);
+        } else if (!sent) {
+            e.send.wait();
+        } else {
+            e.recv.wait();
+        }
+    } else {
+        bool sent_now = sent;
+        bool received_now = received;
+        unsigned rounds = 0;
+        while (!sent_now || !received_now) {
+            progress_all();
+            relax(rounds);
+            sent_now = sent_now || e.send.test();
+            received_now = received_now || e.recv.test();
+        }
+    }
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the window holds T values
+    const T* theirs = reinterpret_cast<const T*>(e.recv.data());
+    if (comm->rank == 0) {
+        for (std::size_t i = 0; i < count; ++i) {
+            values[i] = add(values[i], theirs[i]);
+        }
+    } else {
+        for (std::size_t i = 0; i < count; ++i) {
+            values[i] = add(theirs[i], values[i]);
+        }
+    }
+    // Granted now, so that the other node's next send finds the window ready.
+    e.recv.init();
+    e.granted = true;
+}
+
 template <class T>
 pmr::ReduceOp op_of(Kind kind) {
     return kind == Kind::sum ? pmr::ReduceOp::sum
@@ -92,6 +197,10 @@ QMP_status_t reduce(const char* call, QMP_comm_t comm, T* values, int length, Ki
             return;
         }
         const auto count = static_cast<std::size_t>(length);
+        if (kind == Kind::sum && comm->size == 2 && count * sizeof(T) <= pair_max_bytes) {
+            pair_sum(comm, values, count);
+            return;
+        }
         auto& c = cached<pmr::Allreduce<T>>(comm, kind, type_code<T>(), count, [&] {
             return pmr::Allreduce<T>(*comm->pmr, count, op_of<T>(kind));
         });

@@ -50,6 +50,14 @@ struct Grid {
 /// Key of a cached collective: what it does, its element type and its element count.
 using CollectiveKey = std::tuple<int, int, std::size_t>;
 
+/// The exchange of a global sum on a communicator of two nodes (global.cpp): a send and a receive
+/// window on the communicator's pair connection, paired by creation order.
+struct PairExchange {
+    pmr::SendWindow<std::byte> send;
+    pmr::RecvWindow<std::byte> recv;
+    bool granted = false; ///< recv granted for the next call
+};
+
 } // namespace qmp
 
 struct QMP_comm_struct {
@@ -69,6 +77,12 @@ struct QMP_comm_struct {
     std::map<qmp::CollectiveKey, std::unique_ptr<pmr::Collective>> collectives;
     qmp::CollectiveKey last_key{};
     pmr::Collective* last_collective = nullptr; ///< the collective of last_key
+    /// Two nodes: sums are exchanges with the other node on a connection of their own, made at
+    /// the first sum (global.cpp), with one PairExchange per element type and count.
+    pmr::Connection pair;
+    std::map<qmp::CollectiveKey, qmp::PairExchange> exchanges;
+    qmp::CollectiveKey last_exchange_key{};
+    qmp::PairExchange* last_exchange = nullptr; ///< the exchange of last_exchange_key
 };
 
 struct QMP_msgmem_struct {
@@ -130,6 +144,8 @@ struct State {
     std::vector<QMP_comm_t> comms;        ///< communicators made by QMP_comm_split
     std::vector<QMP_msghandle_t> handles; ///< every live single handle
     std::vector<QMP_msghandle_t> active;  ///< started and not yet completed
+    /// The windows of a wait, kept so that waits allocate nothing.
+    std::vector<pmr::detail::Waitable> waitables;
 };
 
 State& state();

@@ -220,57 +220,69 @@ bool window_posted(QMP_msghandle_t h) {
                                                        : h->recv.core().posted();
 }
 
-/// Marks an active handle whose window has completed as done (unpacking a received message).
-void complete(QMP_msghandle_t h) {
+/// Marks an active handle whose window has completed as done (unpacking a received message),
+/// leaving the list of active handles to the caller.
+void finish(QMP_msghandle_t h) {
     if (h->kind == QMP_msghandle_struct::Kind::recv && !h->direct) {
         unpack(h);
     }
     h->phase = QMP_msghandle_struct::Phase::done;
+}
+
+/// finish() and removal from the list of active handles.
+void complete(QMP_msghandle_t h) {
+    finish(h);
     remove(state().active, h);
 }
 
 /// When the handles of `list` (distinct) are all this node has in flight, pmr's wait_all waits
 /// for them with its own backoff, which suits more ranks than cores; returns false otherwise.
-bool wait_with_pmr(const std::vector<QMP_msghandle_t>& list) {
-    std::vector<pmr::detail::Waitable> windows;
-    std::vector<QMP_msghandle_t> waited;
-    for (QMP_msghandle_t h : list) {
-        if (h->phase == QMP_msghandle_struct::Phase::active) {
-            waited.push_back(h);
-            windows.push_back(h->kind == QMP_msghandle_struct::Kind::send
-                                  ? pmr::detail::waitable(h->send)
-                                  : pmr::detail::waitable(h->recv));
-        }
+/// Every QMP_wait of a halo comes here: it allocates nothing (the lists of State are reused) and
+/// empties the list of active handles at once instead of searching it per handle.
+bool wait_with_pmr(const QMP_msghandle_t* list, std::size_t count) {
+    State& s = state();
+    std::size_t waiting = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        waiting += list[i]->phase == QMP_msghandle_struct::Phase::active ? 1 : 0;
     }
-    if (waited.size() != state().active.size()) {
+    if (waiting != s.active.size()) {
         return false;
+    }
+    auto& windows = s.waitables;
+    windows.clear();
+    for (QMP_msghandle_t h : s.active) {
+        windows.push_back(h->kind == QMP_msghandle_struct::Kind::send
+                              ? pmr::detail::waitable(h->send)
+                              : pmr::detail::waitable(h->recv));
     }
     try {
         pmr::detail::wait_all(windows.data(), windows.size());
     } catch (...) {
         // The windows that completed before the error are idle: their handles are done.
-        for (QMP_msghandle_t h : waited) {
+        for (std::size_t i = s.active.size(); i-- > 0;) {
+            QMP_msghandle_t h = s.active[i];
             if (!window_posted(h)) {
                 complete(h);
             }
         }
         throw;
     }
-    for (QMP_msghandle_t h : waited) {
-        complete(h);
+    for (QMP_msghandle_t h : s.active) {
+        finish(h);
     }
+    s.active.clear();
     return true;
 }
 
 /// Waits until every single handle in `list` (distinct) is done, completing the node's other
 /// handles in flight meanwhile, then returns them to idle.
-void wait_singles(const std::vector<QMP_msghandle_t>& list) {
-    if (!wait_with_pmr(list)) {
+void wait_singles(const QMP_msghandle_t* list, std::size_t count) {
+    if (!wait_with_pmr(list, count)) {
         unsigned rounds = 0;
         for (;;) {
             bool all = true;
-            for (QMP_msghandle_t h : list) {
-                all = poll(h) && all;
+            for (std::size_t i = 0; i < count; ++i) {
+                all = poll(list[i]) && all;
             }
             if (all) {
                 break;
@@ -279,8 +291,8 @@ void wait_singles(const std::vector<QMP_msghandle_t>& list) {
             relax(rounds);
         }
     }
-    for (QMP_msghandle_t h : list) {
-        h->phase = QMP_msghandle_struct::Phase::idle;
+    for (std::size_t i = 0; i < count; ++i) {
+        list[i]->phase = QMP_msghandle_struct::Phase::idle;
     }
 }
 
@@ -686,9 +698,9 @@ QMP_status_t QMP_wait(QMP_msghandle_t h) {
         [&] {
             qmp::check_handle(h);
             if (h->kind == QMP_msghandle_struct::Kind::multiple) {
-                qmp::wait_singles(h->parts);
+                qmp::wait_singles(h->parts.data(), h->parts.size());
             } else {
-                qmp::wait_singles({h});
+                qmp::wait_singles(&h, 1);
             }
         },
         h);
@@ -707,7 +719,7 @@ QMP_status_t QMP_wait_all(QMP_msghandle_t h[], int num) {
         }
         std::sort(singles.begin(), singles.end());
         singles.erase(std::unique(singles.begin(), singles.end()), singles.end());
-        qmp::wait_singles(singles);
+        qmp::wait_singles(singles.data(), singles.size());
     });
 }
 

@@ -76,8 +76,11 @@ void require_initialized() {
 }
 
 QMP_comm_t resolve(QMP_comm_t comm) {
-    require_initialized();
-    return comm != nullptr ? comm : state().default_comm;
+    const State& s = state();
+    if (!s.initialized) {
+        throw Failure{QMP_NOT_INITED, "call QMP_init_msg_passing first"};
+    }
+    return comm != nullptr ? comm : s.default_comm;
 }
 
 void relax(unsigned& rounds) {
@@ -283,6 +286,9 @@ void destroy(QMP_comm_t comm) {
         return;
     }
     comm->collectives.clear();
+    comm->last_exchange = nullptr;
+    comm->exchanges.clear();
+    comm->pair = pmr::Connection();
     comm->pmr.reset();
     if (comm->mpi != MPI_COMM_NULL) {
         int finalized = 0;
