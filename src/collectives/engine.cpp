@@ -3,6 +3,7 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 
 #include <pmr/target.hpp>
 
@@ -22,11 +23,10 @@ constexpr std::size_t no_rail = static_cast<std::size_t>(-1);
 Connection& connection_to(const Communicator& comm, Connections& connections, int peer) {
     auto found = connections.find(peer);
     if (found == connections.end()) {
-        found =
-            connections
-                .emplace(peer,
-                         Connection(Target::library(comm, peer, collective_tag, collective_tag)))
-                .first;
+        found = connections
+                    .emplace(peer,
+                             Connection(library_target(comm, peer, collective_tag, collective_tag)))
+                    .first;
     }
     return found->second;
 }

@@ -10,8 +10,10 @@
 // same agreed numbers, so the k-th send window of one end always pairs with the k-th receive
 // window of the other.
 #include "collectives/engine.hpp"
+#include "collectives/schedules.hpp"
 
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
@@ -676,7 +678,7 @@ NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>
         s.link_of[i] = s.links.size();
         NeighborLink& link = s.links.emplace_back();
         link.index = i;
-        link.connection = Connection(Target::library(comm, n.rank, n.send_tag, n.recv_tag));
+        link.connection = Connection(library_target(comm, n.rank, n.send_tag, n.recv_tag));
     }
     s.exchange_headers(options);
     s.make_windows();
