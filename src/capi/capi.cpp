@@ -318,7 +318,7 @@ int pmr_send_window_init(pmr_send_window w) {
 
 int pmr_send_window_post(pmr_send_window w, size_t bytes) {
     constexpr const char* function = "pmr_send_window_post";
-    return guarded(function, [&] { window_of(w, function).post(bytes); });
+    return guarded(function, [&] { window_of(w, function).post(pmr::Elements{bytes}); });
 }
 
 int pmr_send_window_wait(pmr_send_window w) {

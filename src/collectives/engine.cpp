@@ -159,7 +159,7 @@ void Engine::begin_step(std::size_t index) {
         window.init();
         if (send.in_place) {
             // Over the work buffer already; the set-up run moves nothing through it.
-            window.post(warming_up_ ? 0 : send.bytes);
+            window.post(Elements{warming_up_ ? 0 : send.bytes});
             pending_sends_.push_back(&window);
             continue;
         }
@@ -167,7 +167,8 @@ void Engine::begin_step(std::size_t index) {
         if (w.rails[i] == no_rail) {
             window.post();
         } else {
-            window.post({{0, send.bytes, w.rails[i]}});
+            const RailRange whole{0, send.bytes, w.rails[i]}; // bytes: the core's own unit
+            window.core().post(&whole, 1);
         }
         pending_sends_.push_back(&window);
     }

@@ -173,8 +173,9 @@ struct WindowState {
     void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
     void check_post_size(std::size_t bytes) const;
-    /// SendWindow::post(ranges) after the state check.
-    void post_ranges(const RailRange* ranges, std::size_t count);
+    /// SendWindow::post(ranges) after the state check and the check of the pieces, which tile
+    /// [0, end) bytes.
+    void post_ranges(const RailRange* ranges, std::size_t count, std::size_t end);
     std::string describe() const;
 
     std::shared_ptr<ConnectionState> connection;
