@@ -322,6 +322,19 @@ TEST_CASE("typed windows count elements in partial and multi-rail posts", "[size
     }
 }
 
+TEST_CASE("a connection's provider is known without blocking where the peer's node is",
+          "[connection]") {
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 42, 42));
+    CHECK_FALSE(c.established());
+    CHECK(c.chosen_provider() == pmr::Provider::self); // decided in the constructor
+    CHECK_FALSE(c.established());                      // and still no handshake
+    CHECK(c.provider() == pmr::Provider::self);        // completes it
+    CHECK(c.established());
+    const pmr::Connection empty;
+    CHECK_THROWS_AS(empty.established(), pmr::UsageError);
+    CHECK_THROWS_AS(empty.chosen_provider(), pmr::UsageError);
+}
+
 TEST_CASE("insert and extract", "[window]") {
     pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 14, 14));
     pmr::SendWindow<int> send(c, 5);

@@ -427,6 +427,14 @@ void Connection::establish() {
     checked().establish();
 }
 
+bool Connection::established() const {
+    return checked().established();
+}
+
+std::optional<Provider> Connection::chosen_provider() const {
+    return checked().chosen_provider();
+}
+
 Provider Connection::provider() {
     auto& state = checked();
     state.establish();

@@ -78,6 +78,12 @@ public:
     bool established() const noexcept { return established_; }
     /// Whether the provider is known (before the handshake, when the peer's node is known).
     bool decided() const noexcept { return decided_; }
+    /// The provider if decided; under the set-up lock, since another thread's wait may be
+    /// deciding it (answer_hello()).
+    std::optional<Provider> chosen_provider() {
+        std::lock_guard<std::recursive_mutex> lock(setup_mutex_);
+        return decided_ ? std::optional<Provider>(provider_) : std::nullopt;
+    }
     Provider provider() const noexcept { return provider_; }
     bool needs_handshake() const noexcept { return link_ != nullptr; }
     std::size_t rails();
