@@ -10,6 +10,7 @@
 #include <pmr/pmr.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -320,6 +321,37 @@ TEST_CASE("typed windows count elements in partial and multi-rail posts", "[size
 #pragma GCC diagnostic pop
 #endif
     }
+}
+
+TEST_CASE("a wait with its own timeout raises Timeout promptly, naming window and peer",
+          "[timeout][window]") {
+    using namespace std::chrono_literals;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 41, 41));
+    pmr::SendWindow<int> send(c, 4);
+    pmr::RecvWindow<int> recv(c, 4);
+    CHECK_FALSE(c.established());
+    recv.init(); // the first use completes the handshake
+    CHECK(c.established());
+    CHECK(c.chosen_provider() == pmr::Provider::self);
+    recv.post();
+    // The sender never posts: PMR_TIMEOUT (unset: forever) would not end this wait soon.
+    const auto start = std::chrono::steady_clock::now();
+    auto m = message_of<pmr::Timeout>([&] { recv.wait(50ms); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= 50ms);
+    CHECK(took < 20s); // a loaded machine may be slow, but nowhere near PMR_TIMEOUT
+    CHECK(m.find("no completion within the timeout given to wait() (0.05") != std::string::npos);
+    CHECK(m.find("receive window #0") != std::string::npos);
+    CHECK(m.find("-> peer " + std::to_string(world_rank())) != std::string::npos);
+    CHECK_THROWS_AS(recv.wait(0s), pmr::ArgumentError);
+    CHECK_THROWS_AS(recv.wait(-1ms), pmr::ArgumentError);
+    // The transfer is still in flight: a later wait completes it.
+    send.init();
+    send[0] = 7;
+    send.post();
+    send.wait(std::chrono::duration<double>(60));
+    recv.wait(1min);
+    CHECK(recv[0] == 7);
 }
 
 TEST_CASE("a connection's provider is known without blocking where the peer's node is",

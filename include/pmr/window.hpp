@@ -43,6 +43,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
@@ -108,6 +109,7 @@ public:
     /// Raises the error of a post of `count` elements that do not fit this window.
     [[noreturn]] void element_count_error(std::size_t count) const;
     void wait();
+    void wait(double timeout_seconds);
     bool test();
 
     std::byte* data() const noexcept { return data_; }
@@ -174,8 +176,19 @@ public:
     /// Sender: starts the transfer of the whole window; never blocks. Receiver: marks the transfer
     /// as expected. @throws UsageError if init() was not called.
     void post() { core_.post(core_.bytes()); }
-    /// Wait for completion. @throws UsageError if post() was not called; Timeout, PeerLost.
+    /// Wait for completion. @throws UsageError if post() was not called; Timeout once PMR_TIMEOUT
+    ///         has passed without progress (if set); PeerLost.
     void wait() { core_.wait(); }
+    /// wait() with this call's own deadline instead of PMR_TIMEOUT: e.g. `recv.wait(50ms)` throws
+    /// Timeout, naming the window and its peer, once 50 ms have passed without completion. As for
+    /// every setting, the value given in code wins over the environment. The set-up of a first
+    /// use (in init()) keeps PMR_TIMEOUT. After a Timeout the transfer is still in flight: wait
+    /// again to keep waiting.
+    /// @throws ArgumentError for a timeout that is not positive; as wait().
+    template <class Rep, class Period>
+    void wait(std::chrono::duration<Rep, Period> timeout) {
+        core_.wait(std::chrono::duration<double>(timeout).count());
+    }
     /// Non-blocking wait(): true once complete. @throws as wait(); Timeout once PMR_TIMEOUT has
     /// passed without progress.
     bool test() { return core_.test(); }

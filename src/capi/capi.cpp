@@ -8,6 +8,7 @@
 #include <pmr/pmr.h>
 #include <pmr/pmr.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -326,6 +327,12 @@ int pmr_send_window_wait(pmr_send_window w) {
     return guarded(function, [&] { window_of(w, function).wait(); });
 }
 
+int pmr_send_window_wait_timeout(pmr_send_window w, double seconds) {
+    constexpr const char* function = "pmr_send_window_wait_timeout";
+    return guarded(function,
+                   [&] { window_of(w, function).wait(std::chrono::duration<double>(seconds)); });
+}
+
 int pmr_send_window_test(pmr_send_window w, int* done) {
     return test_window("pmr_send_window_test", w, done);
 }
@@ -343,6 +350,12 @@ int pmr_recv_window_post(pmr_recv_window w) {
 int pmr_recv_window_wait(pmr_recv_window w) {
     constexpr const char* function = "pmr_recv_window_wait";
     return guarded(function, [&] { window_of(w, function).wait(); });
+}
+
+int pmr_recv_window_wait_timeout(pmr_recv_window w, double seconds) {
+    constexpr const char* function = "pmr_recv_window_wait_timeout";
+    return guarded(function,
+                   [&] { window_of(w, function).wait(std::chrono::duration<double>(seconds)); });
 }
 
 int pmr_recv_window_test(pmr_recv_window w, int* done) {

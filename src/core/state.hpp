@@ -176,6 +176,9 @@ struct WindowState {
     /// The slow path of a test() that found nothing: peer loss and PMR_TIMEOUT, every few thousand
     /// calls. True if the operation completed despite a peer loss.
     bool stalled_test();
+    /// The rest of a wait() whose first poll found nothing: polls with backoff, watches the peer,
+    /// and throws Timeout (naming `limit_name`) once `limit` seconds have passed (0: never).
+    void wait_slowly(double limit, const char* limit_name);
     void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
     void check_post_size(std::size_t bytes) const;

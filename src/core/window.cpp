@@ -789,23 +789,47 @@ void WindowCore<S>::wait() {
         s.complete();
         return;
     }
+    s.wait_slowly(settings().timeout_seconds, "PMR_TIMEOUT");
+    s.complete();
+}
+
+template <Side S>
+void WindowCore<S>::wait(double timeout_seconds) {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    if (!(timeout_seconds > 0)) { // also NaN
+        raise<ArgumentError>("wait() with a timeout of " + std::to_string(timeout_seconds) + " s",
+                             s.where, "Give a positive timeout, or call wait() for PMR_TIMEOUT's.");
+    }
+    if (s.phase != WindowState<S>::Phase::posted) {
+        s.order_error("wait");
+    }
+    if (s.poll()) {
+        s.complete();
+        return;
+    }
+    s.wait_slowly(timeout_seconds, "the timeout given to wait()");
+    s.complete();
+}
+
+template <Side S>
+void WindowState<S>::wait_slowly(double limit, const char* limit_name) {
     Backoff backoff;
-    while (!s.poll()) {
+    while (!poll()) {
         if (backoff.pause()) {
             bootstrap::progress_sends();
-            if (s.completed_despite_peer_loss()) {
-                break;
+            if (completed_despite_peer_loss()) {
+                return;
             }
-            if (backoff.expired()) {
-                raise<Timeout>("no completion within PMR_TIMEOUT (" +
-                                   std::to_string(settings().timeout_seconds) + " s)",
-                               s.where,
+            if (limit > 0 && backoff.elapsed_seconds() >= limit) {
+                raise<Timeout>(std::string("no completion within ") + limit_name + " (" +
+                                   std::to_string(limit) + " s)",
+                               where,
                                is_send<S> ? "The peer has not called init() on its receive window."
                                           : "The peer has not posted its send window.");
             }
         }
     }
-    s.complete();
 }
 
 template <Side S>

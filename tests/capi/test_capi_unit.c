@@ -253,6 +253,18 @@ static void test_self_exchange(void) {
         CHECK(all_equal(recv_buffer + 10, bytes - 10, 0));
     }
 
+    /* A wait with its own timeout instead of PMR_TIMEOUT: PMR_ERR_TIMEOUT while nothing was sent,
+       naming the window and its peer; the transfer stays in flight and completes later. */
+    CHECK_OK(pmr_recv_window_init(r));
+    CHECK_OK(pmr_recv_window_post(r));
+    CHECK_ERROR(pmr_recv_window_wait_timeout(r, 0.05), PMR_ERR_TIMEOUT,
+                "the timeout given to wait()", "receive window #0");
+    CHECK_ERROR(pmr_recv_window_wait_timeout(r, 0.0), PMR_ERR_ARGUMENT, "timeout", NULL);
+    CHECK_OK(pmr_send_window_init(s));
+    CHECK_OK(pmr_send_window_post(s, bytes));
+    CHECK_OK(pmr_send_window_wait_timeout(s, 60.0));
+    CHECK_OK(pmr_recv_window_wait_timeout(r, 60.0));
+
     /* Posting more than the window: a size error, and the window stays usable. */
     CHECK_OK(pmr_recv_window_init(r));
     CHECK_OK(pmr_send_window_init(s));
