@@ -650,17 +650,28 @@ void WindowCore<S>::post(std::size_t bytes) {
     s.phase = WindowState<S>::Phase::posted;
 }
 
+namespace {
+
+// The state checks of a multi-rail post.
 template <Side S>
-void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
-    WindowState<S>& s = checked();
-    const UseGuard<S> guard(s);
+void check_range_post(const WindowState<S>& s) {
     if (s.phase != WindowState<S>::Phase::initialized) {
         s.order_error("post");
     }
     if constexpr (!is_send<S>) {
         raise<UsageError>("multi-rail post on a receive window", s.where,
                           "Receive windows post() without arguments.");
-    } else {
+    }
+}
+
+} // namespace
+
+template <Side S>
+void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    check_range_post(s);
+    if constexpr (is_send<S>) {
         require_pieces(ranges, count, s.where);
         std::size_t end = 0;
         for (std::size_t i = 0; i < count; ++i) {
@@ -708,13 +719,8 @@ template <Side S>
 void WindowCore<S>::post(const RailSlice* slices, std::size_t count) {
     WindowState<S>& s = checked();
     const UseGuard<S> guard(s);
-    if (s.phase != WindowState<S>::Phase::initialized) {
-        s.order_error("post");
-    }
-    if constexpr (!is_send<S>) {
-        raise<UsageError>("multi-rail post on a receive window", s.where,
-                          "Receive windows post() without arguments.");
-    } else {
+    check_range_post(s);
+    if constexpr (is_send<S>) {
         // The providers speak bytes: the pieces in bytes go to the stack, left uninitialised
         // until written (filling 64 default pieces would cost more than the post).
         constexpr std::size_t on_stack = 64;
