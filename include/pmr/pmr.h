@@ -92,6 +92,13 @@ int pmr_connection_establish(pmr_connection c);
 /** Writes the name of the transport ("self", "shm", "ucx", ...) into name[0, length), completing
  *  the handshake if needed. PMR_ERR_SIZE if the name (with its terminating 0) does not fit. */
 int pmr_connection_provider(pmr_connection c, char* name, size_t length);
+/** *established = 1 once the handshake has completed, else 0. Never blocks. */
+int pmr_connection_established(pmr_connection c, int* established);
+/** The provider if it is chosen already, without blocking (pmr_connection_provider completes the
+ *  handshake): its name in name[0, length) and *chosen = 1; else "" and *chosen = 0. It is chosen
+ *  at creation for the own rank and for peers whose node is known (communicators of
+ *  pmr_communicator_create), else at the handshake. PMR_ERR_SIZE as pmr_connection_provider. */
+int pmr_connection_chosen_provider(pmr_connection c, char* name, size_t length, int* chosen);
 
 /* ------------------------------------------------------------------------------------------- */
 /* Windows (sizes in bytes)                                                                      */

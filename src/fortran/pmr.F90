@@ -56,7 +56,8 @@ module pmr
 
     public :: pmr_last_error, pmr_error_name
     public :: pmr_connection_create, pmr_connection_destroy, pmr_connection_establish, &
-              pmr_connection_provider, pmr_connection_create_neighbor
+              pmr_connection_provider, pmr_connection_create_neighbor, &
+              pmr_connection_established, pmr_connection_chosen_provider
     public :: pmr_send_window_create, pmr_send_window_create_owned, pmr_send_window_data, &
               pmr_send_window_size, pmr_send_window_init, pmr_send_window_post, &
               pmr_send_window_wait, pmr_send_window_wait_timeout, pmr_send_window_test, &
@@ -161,6 +162,22 @@ module pmr
             type(c_ptr), value :: connection
             character(kind=c_char), dimension(*), intent(out) :: name
             integer(c_size_t), value :: length
+            integer(c_int) :: rc
+        end function
+        function c_connection_established(connection, established) &
+            bind(C, name="pmr_connection_established") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), value :: connection
+            integer(c_int), intent(out) :: established
+            integer(c_int) :: rc
+        end function
+        function c_connection_chosen_provider(connection, name, length, chosen) &
+            bind(C, name="pmr_connection_chosen_provider") result(rc)
+            import :: c_int, c_ptr, c_char, c_size_t
+            type(c_ptr), value :: connection
+            character(kind=c_char), dimension(*), intent(out) :: name
+            integer(c_size_t), value :: length
+            integer(c_int), intent(out) :: chosen
             integer(c_int) :: rc
         end function
 
@@ -465,6 +482,41 @@ contains
             end do
         end if
         call finish(rc, ierr, 'pmr_connection_provider')
+    end subroutine
+
+    !> Whether the handshake has completed; never blocks.
+    subroutine pmr_connection_established(connection, established, ierr)
+        type(pmr_connection), intent(in) :: connection
+        logical, intent(out) :: established
+        integer, optional, intent(out) :: ierr
+        integer(c_int) :: flag, rc
+        flag = 0
+        rc = c_connection_established(connection%handle, flag)
+        established = flag /= 0
+        call finish(rc, ierr, 'pmr_connection_established')
+    end subroutine
+
+    !> The provider if it is chosen already (chosen = .true.), else name = ''; never blocks.
+    subroutine pmr_connection_chosen_provider(connection, name, chosen, ierr)
+        type(pmr_connection), intent(in) :: connection
+        character(len=*), intent(out) :: name
+        logical, intent(out) :: chosen
+        integer, optional, intent(out) :: ierr
+        character(kind=c_char) :: buffer(64)
+        integer(c_int) :: flag, rc
+        integer :: i
+        name = ''
+        flag = 0
+        rc = c_connection_chosen_provider(connection%handle, buffer, int(size(buffer), c_size_t), &
+                                          flag)
+        chosen = flag /= 0
+        if (rc == PMR_SUCCESS) then
+            do i = 1, min(len(name), size(buffer))
+                if (buffer(i) == c_null_char) exit
+                name(i:i) = buffer(i)
+            end do
+        end if
+        call finish(rc, ierr, 'pmr_connection_chosen_provider')
     end subroutine
 
     ! --- windows ---------------------------------------------------------------------------------

@@ -149,14 +149,22 @@ contains
         integer(c_size_t) :: bytes
         character(len=16) :: provider
         integer :: k
+        logical :: flag
 
         call pmr_connection_create(MPI_COMM_WORLD%MPI_VAL, rank, 4, 4, c, ierr)
         call check(ierr == PMR_SUCCESS, 'connection from an integer handle: '//pmr_last_error())
         call pmr_send_window_create_owned(c, 10 * 8, s, ierr)
         call pmr_recv_window_create_owned(c, 10_int64 * 8, r, ierr)
         call check(ierr == PMR_SUCCESS, 'owned windows: '//pmr_last_error())
+        ! Without blocking: the provider of a self connection is chosen at creation.
+        call pmr_connection_established(c, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. .not. flag, 'not established before the handshake')
+        call pmr_connection_chosen_provider(c, provider, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. flag .and. provider == 'self', 'chosen provider')
         call pmr_connection_establish(c, ierr)
         call check(ierr == PMR_SUCCESS, 'establish: '//pmr_last_error())
+        call pmr_connection_established(c, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. flag, 'established after establish')
         call pmr_send_window_size(s, bytes, ierr)
         call check(bytes == 80, 'owned window size')
         bytes = 0
