@@ -111,6 +111,7 @@ std::vector<pmr::RailRange> split(std::size_t total, std::size_t rails) {
 /// The same pieces for a window of bytes, whose elements are bytes.
 std::vector<pmr::RailSlice> as_slices(const std::vector<pmr::RailRange>& ranges) {
     std::vector<pmr::RailSlice> slices;
+    slices.reserve(ranges.size());
     for (const pmr::RailRange& r : ranges) {
         slices.push_back({r.offset, r.bytes, r.rail});
     }
