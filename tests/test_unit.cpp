@@ -288,6 +288,7 @@ TEST_CASE("typed windows count elements in partial and multi-rail posts", "[size
         CHECK(untouched_from(5));
     }
     SECTION("counts beyond the window raise SizeError in elements") {
+        CHECK_THROWS_AS(send.post(pmr::Elements{7}), pmr::UsageError); // before init(), as post()
         recv.init();
         send.init();
         auto m = message_of<pmr::SizeError>([&] { send.post(pmr::Elements{7}); });

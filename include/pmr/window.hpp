@@ -106,7 +106,8 @@ public:
     void post(std::size_t bytes);
     void post(const RailRange* ranges, std::size_t count);
     void post(const RailSlice* slices, std::size_t count);
-    /// Raises the error of a post of `count` elements that do not fit this window.
+    /// Raises the error of a post of `count` elements that do not fit this window (UsageError
+    /// first if the window is empty or not initialised, as post() would).
     [[noreturn]] void element_count_error(std::size_t count) const;
     void wait();
     void wait(double timeout_seconds);

@@ -739,6 +739,9 @@ void WindowCore<S>::post(const RailSlice* slices, std::size_t count) {
 template <Side S>
 void WindowCore<S>::element_count_error(std::size_t count) const {
     const WindowState<S>& s = checked();
+    if (s.phase != WindowState<S>::Phase::initialized) { // the order of post()'s own checks
+        s.order_error("post");
+    }
     const std::size_t capacity = s.bytes / s.element_size;
     if (s.element_size == 1) { // a byte window (the C API's): speak bytes
         raise<SizeError>("post of " + bytes_text(count) + " exceeds this window (" +
