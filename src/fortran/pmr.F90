@@ -472,16 +472,21 @@ contains
         integer, optional, intent(out) :: ierr
         character(kind=c_char) :: buffer(64)
         integer(c_int) :: rc
-        integer :: i
         name = ''
         rc = c_connection_provider(connection%handle, buffer, int(size(buffer), c_size_t))
-        if (rc == PMR_SUCCESS) then
-            do i = 1, min(len(name), size(buffer))
-                if (buffer(i) == c_null_char) exit
-                name(i:i) = buffer(i)
-            end do
-        end if
+        if (rc == PMR_SUCCESS) call copy_c_name(buffer, name)
         call finish(rc, ierr, 'pmr_connection_provider')
+    end subroutine
+
+    !> A 0-terminated C name into `name` (cut at its length).
+    subroutine copy_c_name(buffer, name)
+        character(kind=c_char), intent(in) :: buffer(:)
+        character(len=*), intent(inout) :: name
+        integer :: i
+        do i = 1, min(len(name), size(buffer))
+            if (buffer(i) == c_null_char) exit
+            name(i:i) = buffer(i)
+        end do
     end subroutine
 
     !> Whether the handshake has completed; never blocks.
@@ -504,18 +509,12 @@ contains
         integer, optional, intent(out) :: ierr
         character(kind=c_char) :: buffer(64)
         integer(c_int) :: flag, rc
-        integer :: i
         name = ''
         flag = 0
         rc = c_connection_chosen_provider(connection%handle, buffer, int(size(buffer), c_size_t), &
                                           flag)
         chosen = flag /= 0
-        if (rc == PMR_SUCCESS) then
-            do i = 1, min(len(name), size(buffer))
-                if (buffer(i) == c_null_char) exit
-                name(i:i) = buffer(i)
-            end do
-        end if
+        if (rc == PMR_SUCCESS) call copy_c_name(buffer, name)
         call finish(rc, ierr, 'pmr_connection_chosen_provider')
     end subroutine
 
