@@ -5,6 +5,8 @@
 // providers a run on one node touches.
 #include "support.hpp"
 
+#include "base/library_target.hpp"
+
 #include <pmr/config.hpp>
 
 #if PMR_WITH_UCX
@@ -165,8 +167,8 @@ TEST_CASE("library connections do not shift the application's pairing", "[api]")
     // not. The application's windows still pair with each other, in creation order.
     std::optional<pmr::Connection> internal;
     if (world_rank() == 0) {
-        internal.emplace(pmr::Target::library(world, next_rank(), 1, 2));
-        CHECK(internal->target().is_library());
+        internal.emplace(pmr::detail::library_target(world, next_rank(), 1, 2));
+        CHECK(pmr::detail::TargetAccess::is_library(internal->target()));
         CHECK(internal->describe().find("pmr-internal") != std::string::npos);
     }
     pmr::Connection up(pmr::Target(world, next_rank(), 1, 2));

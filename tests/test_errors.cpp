@@ -261,6 +261,45 @@ TEST_CASE("a sender waits for a receiver that never calls init: Timeout", "[erro
     }
 }
 
+TEST_CASE("a wait's own timeout wins over PMR_TIMEOUT and names peer and window", "[errors]") {
+    using namespace std::chrono_literals;
+    Ranks r;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, r.peer, 25, 25));
+    // Large enough that a send cannot run ahead of the receiver's init (see above).
+    pmr::SendWindow<int> send(c, 20000);
+    pmr::RecvWindow<int> recv(c, 20000);
+    c.establish();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r.me == 0) { // rank 1 neither posts nor grants its buffer before the barrier below
+        recv.init();
+        recv.post();
+        const auto start = std::chrono::steady_clock::now();
+        auto m = message_of<pmr::Timeout>([&] { recv.wait(100ms); });
+        CHECK(std::chrono::steady_clock::now() - start >= 100ms);
+        // The wait's own 0.1 s, not PMR_TIMEOUT's 2 s.
+        CHECK(m.find("the timeout given to wait() (0.1") != std::string::npos);
+        CHECK(m.find("receive window #0") != std::string::npos);
+        CHECK(m.find("-> peer 1") != std::string::npos);
+        send.init();
+        send.post();
+        auto s = message_of<pmr::Timeout>([&] { send.wait(100ms); });
+        CHECK(s.find("the timeout given to wait()") != std::string::npos);
+        CHECK(s.find("send window #0") != std::string::npos);
+        CHECK(s.find("has not called init()") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Both transfers are still in flight and complete once rank 1 catches up.
+    if (r.me == 1) {
+        recv.init();
+        send.init();
+        send.post();
+        recv.post();
+    }
+    pmr::wait_all(send, recv);
+    CHECK(recv.received_count() == 20000);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("a stuck set-up warns, naming both sides, then times out", "[errors]") {
     Ranks r;
     // Rank 1 gets the tags the wrong way round: its connection does not pair with rank 0's.

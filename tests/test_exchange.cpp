@@ -230,7 +230,7 @@ TEMPLATE_TEST_CASE("partial posts deliver exactly the first bytes", "[exchange]"
     constexpr int test = 3;
     using T = TestType;
     const std::vector<std::size_t> counts = {0, 1, 5, 1100, (1 * MiB) / sizeof(T) + 3};
-    // Byte counts to post; larger than a window means "the whole window with post()".
+    // Element counts to post; larger than a window means "the whole window with post()".
     const std::vector<std::size_t> posts = {
         0,       1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 255, 256, 257, 4 * KiB - 3, 4 * KiB, 64 * KiB + 3,
         SIZE_MAX};
@@ -240,7 +240,7 @@ TEMPLATE_TEST_CASE("partial posts deliver exactly the first bytes", "[exchange]"
     auto posted = [&](std::size_t i, int iteration) {
         const std::size_t choice =
             posts[(static_cast<std::size_t>(iteration) + 5 * windows.window(i)) % posts.size()];
-        return std::min(choice, counts[windows.window(i)] * sizeof(T));
+        return std::min(choice, counts[windows.window(i)]) * sizeof(T);
     };
     const int iterations = static_cast<int>(posts.size());
     for (int iteration = 0; iteration < iterations; ++iteration) {
@@ -253,7 +253,7 @@ TEMPLATE_TEST_CASE("partial posts deliver exactly the first bytes", "[exchange]"
                      if (bytes == send.bytes() && iteration % 3 == 0) {
                          send.post();
                      } else {
-                         send.post(bytes);
+                         send.post(pmr::Elements{bytes / sizeof(T)});
                      }
                  });
         // The receiver on connection c gets what the partner posted on its window of the same
@@ -491,7 +491,7 @@ TEST_CASE("a null connection does nothing", "[exchange]") {
                      if (i % 2 == 0) {
                          send.post();
                      } else {
-                         send.post(5);
+                         send.post(pmr::Elements{5});
                      }
                  });
         for (std::size_t i = 0; i < recvs.size(); ++i) {

@@ -6,6 +6,8 @@
 // 1, 2 and 4 rails on the loopback device.
 #include "support.hpp"
 
+#include "collectives/schedules.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -73,7 +73,7 @@ void loopback(pmr::Provider provider, std::size_t bytes, Memory memory, int tag)
         const std::size_t length = round % 3 == 0 ? 0 : round % 3 == 1 ? bytes : bytes / 2 + 1;
         recv.init();
         send.init();
-        send.post(std::min(length, bytes));
+        send.post(pmr::Elements{std::min(length, bytes)});
         recv.post();
         send.wait();
         recv.wait();

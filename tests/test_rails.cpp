@@ -108,6 +108,16 @@ std::vector<pmr::RailRange> split(std::size_t total, std::size_t rails) {
     return pieces;
 }
 
+/// The same pieces for a window of bytes, whose elements are bytes.
+std::vector<pmr::RailSlice> as_slices(const std::vector<pmr::RailRange>& ranges) {
+    std::vector<pmr::RailSlice> slices;
+    slices.reserve(ranges.size());
+    for (const pmr::RailRange& r : ranges) {
+        slices.push_back({r.offset, r.bytes, r.rail});
+    }
+    return slices;
+}
+
 /// One round of a range post between `send` and `recv`, whose peers are the windows of the
 /// partner; checks what the partner sent.
 template <class Send, class Recv>
@@ -115,7 +125,7 @@ void range_round(Send& send, Recv& recv, std::size_t total, std::size_t rails, s
                  int round) {
     fill_pattern(send->data(), total,
                  seed_of({test, std::uint64_t(world_rank()), std::uint64_t(round)}));
-    const auto pieces = split(total, rails);
+    const auto pieces = as_slices(split(total, rails));
     recv->init();
     send->init();
     send->post(pieces.data(), pieces.size());
@@ -209,7 +219,8 @@ TEST_CASE("range posts work on every provider", "[rails]") {
             recv->init();
             const std::uint64_t seed = seed_of({7, std::uint64_t(round)});
             fill_pattern(send->data(), 70000, seed);
-            send->post({{0, 1000, 0}, {1000, 0, rails - 1}, {1000, 69000, 0}});
+            send->post({pmr::RailSlice{0, 1000, 0}, pmr::RailSlice{1000, 0, rails - 1},
+                        pmr::RailSlice{1000, 69000, 0}});
             recv->post();
             send->wait();
             recv->wait();
@@ -224,17 +235,20 @@ TEST_CASE("range posts that do not tile a prefix are refused", "[rails]") {
     pmr::SendWindow<unsigned char> send(c, 100);
     pmr::RecvWindow<unsigned char> recv(c, 100);
     const std::size_t rails = c.rails();
-    CHECK_THROWS_AS(send.post({{0, 10, 0}}), pmr::UsageError); // before init()
+    using Slice = pmr::RailSlice;
+    CHECK_THROWS_AS(send.post({Slice{0, 10, 0}}), pmr::UsageError); // before init()
     recv.init();
     send.init();
-    auto gap = message_of<pmr::ArgumentError>([&] { send.post({{0, 10, 0}, {20, 5, 0}}); });
-    CHECK(gap.find("starts at byte 20, not at byte 10") != std::string::npos);
-    CHECK_THROWS_AS(send.post({{5, 10, 0}}), pmr::ArgumentError);
-    auto rail = message_of<pmr::ArgumentError>([&] { send.post({{0, 10, rails}}); });
+    auto gap = message_of<pmr::ArgumentError>([&] {
+        send.post({Slice{0, 10, 0}, Slice{20, 5, 0}});
+    });
+    CHECK(gap.find("starts at element 20, not at element 10") != std::string::npos);
+    CHECK_THROWS_AS(send.post({Slice{5, 10, 0}}), pmr::ArgumentError);
+    auto rail = message_of<pmr::ArgumentError>([&] { send.post({Slice{0, 10, rails}}); });
     CHECK(rail.find("rail " + std::to_string(rails)) != std::string::npos);
-    CHECK_THROWS_AS(send.post({{0, 60, 0}, {60, 41, 0}}), pmr::SizeError);
-    // The refusals left the round open: no pieces post 0 bytes.
-    send.post(nullptr, 0);
+    CHECK_THROWS_AS(send.post({Slice{0, 60, 0}, Slice{60, 41, 0}}), pmr::SizeError);
+    // The refusals left the round open: no pieces post 0 elements.
+    send.post(static_cast<const Slice*>(nullptr), 0);
     recv.post();
     send.wait();
     recv.wait();

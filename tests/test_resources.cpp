@@ -105,7 +105,7 @@ bool round_checked(pmr::SendWindow<char>& send, pmr::RecvWindow<char>& recv, std
     recv.init();
     send.init();
     pmr_test::fill_pattern(send.data(), bytes, seed(window, round));
-    send.post(bytes);
+    send.post(pmr::Elements{bytes});
     recv.post();
     pmr::wait_all(send, recv);
     return pmr_test::check_pattern(recv.data(), 0, bytes, peer_seed(window, round), "window");

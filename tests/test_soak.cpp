@@ -43,8 +43,8 @@ public:
         recv_owned_.init();
         send_user_.init();
         send_owned_.init();
-        send_user_.post(count * 8);
-        send_owned_.post(count * 8);
+        send_user_.post(pmr::Elements{count});
+        send_owned_.post(pmr::Elements{count});
         recv_user_.post();
         recv_owned_.post();
         pmr::wait_all(send_user_, send_owned_, recv_user_, recv_owned_);

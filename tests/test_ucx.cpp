@@ -278,7 +278,7 @@ TEST_CASE("large rounds take the TCP lanes; small rounds and the close follow th
             for (std::size_t i = 0; i < sizes[round]; ++i) {
                 send[i] = value(i, round);
             }
-            send.post(sizes[round] * sizeof(int));
+            send.post(pmr::Elements{sizes[round]});
             send.wait();
         }
     } else {

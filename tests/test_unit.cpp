@@ -9,6 +9,8 @@
 
 #include <pmr/pmr.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -209,9 +211,10 @@ TEST_CASE("size checks", "[size]") {
         pmr::RecvWindow<int> recv(c, 8);
         recv.init();
         send.init();
-        auto m = message_of<pmr::SizeError>([&] { send.post(17); });
-        CHECK(m.find("17 B") != std::string::npos);
-        send.post(16); // the window is still usable
+        auto m = message_of<pmr::SizeError>([&] { send.post(pmr::Elements{5}); });
+        CHECK(m.find("post of 5 elements exceeds this window (4 elements of 4 B)") !=
+              std::string::npos);
+        send.post(pmr::Elements{4}); // the window is still usable
         recv.post();
         send.wait();
         recv.wait();
@@ -241,6 +244,128 @@ TEST_CASE("size checks", "[size]") {
         empty_owned.wait();
         CHECK(empty_owned.received_bytes() == 0);
     }
+}
+
+TEST_CASE("typed windows count elements in partial and multi-rail posts", "[size][window]") {
+    // An element of 24 bytes, so that a count read as bytes would move a different amount.
+    struct Point {
+        double x, y, z;
+    };
+    static_assert(sizeof(Point) == 24);
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 40, 40));
+    pmr::SendWindow<Point> send(c, 6);
+    pmr::RecvWindow<Point> recv(c, 8);
+    for (std::size_t i = 0; i < send.size(); ++i) {
+        send[i] = Point{double(i), -double(i), 0.5};
+    }
+    auto round = [&](auto&& post) {
+        std::fill(recv.begin(), recv.end(), Point{-1, -1, -1});
+        recv.init();
+        send.init();
+        post();
+        recv.post();
+        pmr::wait_all(send, recv);
+    };
+    auto untouched_from = [&](std::size_t first) {
+        return std::all_of(recv.begin() + first, recv.end(),
+                           [](const Point& p) { return p.x == -1 && p.y == -1 && p.z == -1; });
+    };
+    SECTION("post(Elements{n}) moves exactly n * sizeof(T) bytes") {
+        round([&] { send.post(pmr::Elements{3}); });
+        CHECK(recv.received_bytes() == 3 * sizeof(Point));
+        CHECK(recv.received_count() == 3);
+        CHECK(recv[2].x == 2.0);
+        CHECK(recv[2].y == -2.0);
+        CHECK(untouched_from(3));
+        round([&] { send.post(pmr::Elements{0}); });
+        CHECK(recv.received_bytes() == 0);
+        CHECK(untouched_from(0));
+    }
+    SECTION("rail slices count elements too") {
+        round([&] { send.post({pmr::RailSlice{0, 1, 0}, pmr::RailSlice{1, 4, 0}}); });
+        CHECK(recv.received_bytes() == 5 * sizeof(Point));
+        CHECK(recv[4].x == 4.0);
+        CHECK(untouched_from(5));
+    }
+    SECTION("counts beyond the window raise SizeError in elements") {
+        CHECK_THROWS_AS(send.post(pmr::Elements{7}), pmr::UsageError); // before init(), as post()
+        recv.init();
+        send.init();
+        auto m = message_of<pmr::SizeError>([&] { send.post(pmr::Elements{7}); });
+        CHECK(m.find("post of 7 elements exceeds this window (6 elements of 24 B)") !=
+              std::string::npos);
+        CHECK(m.find("send window #0") != std::string::npos);
+        // A count whose byte size wraps around must not pass as a small post.
+        const std::size_t wraps = static_cast<std::size_t>(-1) / sizeof(Point) + 2;
+        CHECK_THROWS_AS(send.post(pmr::Elements{wraps}), pmr::SizeError);
+        auto s = message_of<pmr::SizeError>([&] {
+            send.post({pmr::RailSlice{0, 4, 0}, pmr::RailSlice{4, 3, 0}});
+        });
+        CHECK(s.find("post of 7 elements") != std::string::npos);
+        CHECK_THROWS_AS(send.post({pmr::RailSlice{0, 2, 0}, pmr::RailSlice{2, wraps, 0}}),
+                        pmr::SizeError);
+        send.post(pmr::Elements{6}); // the refusals left the round open
+        recv.post();
+        pmr::wait_all(send, recv);
+        CHECK(recv.received_count() == 6);
+    }
+    SECTION("the deprecated byte spellings still count bytes") {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+        round([&] { send.post(std::size_t{2 * sizeof(Point)}); });
+        CHECK(recv.received_count() == 2);
+        round([&] { send.post({pmr::RailRange{0, sizeof(Point), 0}}); });
+        CHECK(recv.received_count() == 1);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    }
+}
+
+TEST_CASE("a wait with its own timeout raises Timeout promptly, naming window and peer",
+          "[timeout][window]") {
+    using namespace std::chrono_literals;
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 41, 41));
+    pmr::SendWindow<int> send(c, 4);
+    pmr::RecvWindow<int> recv(c, 4);
+    CHECK_FALSE(c.established());
+    recv.init(); // the first use completes the handshake
+    CHECK(c.established());
+    CHECK(c.chosen_provider() == pmr::Provider::self);
+    recv.post();
+    // The sender never posts: PMR_TIMEOUT (unset: forever) would not end this wait soon.
+    const auto start = std::chrono::steady_clock::now();
+    auto m = message_of<pmr::Timeout>([&] { recv.wait(50ms); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= 50ms);
+    CHECK(took < 20s); // a loaded machine may be slow, but nowhere near PMR_TIMEOUT
+    CHECK(m.find("no completion within the timeout given to wait() (0.05") != std::string::npos);
+    CHECK(m.find("receive window #0") != std::string::npos);
+    CHECK(m.find("-> peer " + std::to_string(world_rank())) != std::string::npos);
+    CHECK_THROWS_AS(recv.wait(0s), pmr::ArgumentError);
+    CHECK_THROWS_AS(recv.wait(-1ms), pmr::ArgumentError);
+    // The transfer is still in flight: a later wait completes it.
+    send.init();
+    send[0] = 7;
+    send.post();
+    send.wait(std::chrono::duration<double>(60));
+    recv.wait(1min);
+    CHECK(recv[0] == 7);
+}
+
+TEST_CASE("a connection's provider is known without blocking where the peer's node is",
+          "[connection]") {
+    pmr::Connection c(pmr::Target(MPI_COMM_WORLD, world_rank(), 42, 42));
+    CHECK_FALSE(c.established());
+    CHECK(c.chosen_provider() == pmr::Provider::self); // decided in the constructor
+    CHECK_FALSE(c.established());                      // and still no handshake
+    CHECK(c.provider() == pmr::Provider::self);        // completes it
+    CHECK(c.established());
+    const pmr::Connection empty;
+    CHECK_THROWS_AS(empty.established(), pmr::UsageError);
+    CHECK_THROWS_AS(empty.chosen_provider(), pmr::UsageError);
 }
 
 TEST_CASE("insert and extract", "[window]") {

@@ -163,7 +163,7 @@ private:
     Endpoint endpoint_;
     bool owned_;
     std::size_t rails_;
-    std::vector<pmr::RailRange> ranges_;
+    std::vector<pmr::RailSlice> ranges_; // in bytes, the elements of the windows
     std::size_t bytes_ = 0;
     std::optional<pmr::Connection> connection_;
     AlignedBuffer send_buffer_;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace pmr {
@@ -60,12 +61,24 @@ public:
     /// provider), UsageError (empty connection).
     void establish();
 
-    /// Provider chosen for this connection (completes the handshake if needed).
+    /// Whether the handshake has completed (by establish() or a first use). Never blocks.
+    /// @throws UsageError for an empty connection.
+    bool established() const;
+    /// The provider if it is chosen already, else nothing; never blocks. It is chosen in the
+    /// constructor where the peer's node is known (see above), else at the handshake.
+    /// @throws UsageError for an empty connection.
+    std::optional<Provider> chosen_provider() const;
+
+    /// Provider chosen for this connection. **Blocks**: completes the handshake first, i.e. waits
+    /// until the peer has constructed its side (like establish()). chosen_provider() does not.
+    /// @throws as establish().
     Provider provider();
     /// Number of rails (independent network paths) of this connection; 1 for local providers.
-    /// Completes the handshake if needed.
+    /// **Blocks**: completes the handshake first (like establish()), since the rails are agreed
+    /// with the peer. @throws as establish().
     std::size_t rails();
-    /// Description of rail `index` (< rails()). @throws ArgumentError for a bad index.
+    /// Description of rail `index` (< rails()). **Blocks** like rails().
+    /// @throws ArgumentError for a bad index; as establish().
     RailInfo rail(std::size_t index);
 
     /// @throws UsageError for an empty connection.

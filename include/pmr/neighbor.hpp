@@ -135,12 +135,6 @@ private:
     std::unique_ptr<State> state_;
 };
 
-/// The split schedule of Morie & Nanri for `messages` messages and `rails` rails:
-/// schedule[step][rail] lists the messages whose fragment that rail carries in that step (see
-/// neighbor.cpp for the reasoning).
-std::vector<std::vector<std::vector<std::size_t>>> split_schedule(std::size_t messages,
-                                                                  std::size_t rails);
-
 /// Both neighbours of every dimension of `cart`, in the order (0, -1), (0, +1), (1, -1), ...
 std::vector<Neighbor> cartesian_neighbors(const Communicator& cart,
                                           const std::vector<std::size_t>& counts, int tag_offset);

@@ -47,7 +47,7 @@ extern "C" {
 #define PMR_ERR_SIZE 3      /**< a size that does not fit (pmr::SizeError) */
 #define PMR_ERR_PROVIDER 4  /**< a native call of a transport failed (pmr::ProviderError) */
 #define PMR_ERR_BOOTSTRAP 5 /**< MPI failed during set-up, or is not initialised */
-#define PMR_ERR_TIMEOUT 6   /**< a wait exceeded PMR_TIMEOUT (pmr::Timeout) */
+#define PMR_ERR_TIMEOUT 6   /**< a wait exceeded PMR_TIMEOUT or its own timeout (pmr::Timeout) */
 #define PMR_ERR_PEER_LOST 7 /**< the peer died or destroyed its window (pmr::PeerLost) */
 #define PMR_ERR_NO_MEMORY                                                                          \
     8                   /**< memory or a limit (mappings, descriptors, shared memory) could not    \
@@ -92,6 +92,13 @@ int pmr_connection_establish(pmr_connection c);
 /** Writes the name of the transport ("self", "shm", "ucx", ...) into name[0, length), completing
  *  the handshake if needed. PMR_ERR_SIZE if the name (with its terminating 0) does not fit. */
 int pmr_connection_provider(pmr_connection c, char* name, size_t length);
+/** *established = 1 once the handshake has completed, else 0. Never blocks. */
+int pmr_connection_established(pmr_connection c, int* established);
+/** The provider if it is chosen already, without blocking (pmr_connection_provider completes the
+ *  handshake): its name in name[0, length) and *chosen = 1; else "" and *chosen = 0. It is chosen
+ *  at creation for the own rank and for peers whose node is known (communicators of
+ *  pmr_communicator_create), else at the handshake. PMR_ERR_SIZE as pmr_connection_provider. */
+int pmr_connection_chosen_provider(pmr_connection c, char* name, size_t length, int* chosen);
 
 /* ------------------------------------------------------------------------------------------- */
 /* Windows (sizes in bytes)                                                                      */
@@ -118,6 +125,10 @@ int pmr_send_window_init(pmr_send_window w);
 int pmr_send_window_post(pmr_send_window w, size_t bytes);
 /** Waits until the send buffer may be written again. */
 int pmr_send_window_wait(pmr_send_window w);
+/** pmr_send_window_wait() with its own deadline instead of PMR_TIMEOUT: PMR_ERR_TIMEOUT once
+ *  `seconds` have passed without completion (the transfer stays in flight: wait again to keep
+ *  waiting); PMR_ERR_ARGUMENT unless seconds > 0. */
+int pmr_send_window_wait_timeout(pmr_send_window w, double seconds);
 /** Non-blocking wait: *done = 1 once complete (the window is then ready for the next init). */
 int pmr_send_window_test(pmr_send_window w, int* done);
 
@@ -127,6 +138,8 @@ int pmr_recv_window_init(pmr_recv_window w);
 int pmr_recv_window_post(pmr_recv_window w);
 /** Waits until the data has arrived; the buffer is then the caller's again. */
 int pmr_recv_window_wait(pmr_recv_window w);
+/** pmr_recv_window_wait() with its own deadline, as pmr_send_window_wait_timeout(). */
+int pmr_recv_window_wait_timeout(pmr_recv_window w, double seconds);
 int pmr_recv_window_test(pmr_recv_window w, int* done);
 /** Bytes delivered by the last completed transfer (PMR_ERR_USAGE before the first). */
 int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes);

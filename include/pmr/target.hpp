@@ -14,6 +14,7 @@ class Communicator;
 
 namespace detail {
 struct CommunicatorRecord;
+struct TargetAccess;
 } // namespace detail
 
 /// Names the peer of a Connection.
@@ -40,11 +41,6 @@ public:
     /// Same, on the communicator wrapped by `comm`.
     Target(const Communicator& comm, int rank, int send_tag, int recv_tag);
 
-    /// A target for pmr's own objects (collectives, the neighbour exchange): its connections pair
-    /// only with other library targets, never with the application's, so they do not shift the
-    /// pairing of the application's connections and windows. Not for application code.
-    static Target library(const Communicator& comm, int rank, int send_tag, int recv_tag);
-
     MPI_Comm comm() const noexcept { return comm_; }
     /// Rank of the peer in comm() (or MPI_PROC_NULL).
     int rank() const noexcept { return rank_; }
@@ -54,8 +50,6 @@ public:
     int recv_tag() const noexcept { return recv_tag_; }
     bool is_null() const noexcept { return rank_ == MPI_PROC_NULL; }
     bool is_self() const noexcept { return rank_ == own_rank_; }
-    /// Whether this is a library target (see library()).
-    bool is_library() const noexcept { return library_; }
 
     /// @cond internal
     /// pmr's set-up state of comm() when it is wrapped by a pmr::Communicator, else null.
@@ -63,6 +57,8 @@ public:
     /// @endcond
 
 private:
+    friend struct detail::TargetAccess; // pmr's own targets (not installed: src/base)
+
     MPI_Comm comm_;
     int rank_;
     int own_rank_ = -1;

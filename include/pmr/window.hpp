@@ -25,10 +25,14 @@
 /// receiver learns the size from received_bytes()), never larger. Both must hold elements of the
 /// same size unless one of them is a byte window (elements of 1 byte), which pairs with anything.
 ///
+/// Units: a typed window counts elements everywhere, as its constructor does:
+/// `send.post(pmr::Elements{n})` sends the first n elements (n * sizeof(T) bytes). Only names that
+/// say so count bytes (bytes(), received_bytes(), RailRange and the C API).
+///
 /// Multi-rail: a connection may have several rails (independent network paths,
-/// Connection::rails()). `send.post({{0, a, 0}, {a, b, 1}})` sends the first a + b bytes, the first
-/// a over rail 0 and the next b over rail 1; the receiver sees one transfer of a + b bytes. See
-/// SendWindow::post(ranges).
+/// Connection::rails()). `send.post({pmr::RailSlice{0, a, 0}, pmr::RailSlice{a, b, 1}})` sends the
+/// first a + b elements, the first a over rail 0 and the next b over rail 1; the receiver sees one
+/// transfer of a + b elements. See SendWindow::post(slices).
 ///
 /// A default-constructed window is empty: it can be assigned to, and every other use throws
 /// UsageError. Windows hold their connection alive. Threading: see Connection.
@@ -39,6 +43,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
@@ -49,8 +54,25 @@
 
 namespace pmr {
 
-/// A piece of a multi-rail post: `bytes` bytes of the window from `offset` on, carried over rail
-/// `rail` of the connection (0 <= rail < Connection::rails()). See SendWindow::post(ranges).
+/// A number of elements of a typed window (not bytes): `send.post(pmr::Elements{n})` transfers
+/// the first n elements. The constructor is explicit so that a byte count cannot slip in.
+struct Elements {
+    constexpr explicit Elements(std::size_t n) noexcept : count(n) {}
+    std::size_t count;
+};
+
+/// A piece of a multi-rail post of a typed window, in elements: `count` elements from element
+/// `first` on, carried over rail `rail` of the connection (0 <= rail < Connection::rails()). See
+/// SendWindow::post(slices).
+struct RailSlice {
+    std::size_t first = 0;
+    std::size_t count = 0;
+    std::size_t rail = 0;
+};
+
+/// The byte form of RailSlice: `bytes` bytes from byte `offset` on, over rail `rail`. What the C
+/// API and the providers speak; typed windows take RailSlice (the RailRange overloads of
+/// SendWindow::post are deprecated).
 struct RailRange {
     std::size_t offset = 0;
     std::size_t bytes = 0;
@@ -83,7 +105,12 @@ public:
     void init();
     void post(std::size_t bytes);
     void post(const RailRange* ranges, std::size_t count);
+    void post(const RailSlice* slices, std::size_t count);
+    /// Raises the error of a post of `count` elements that do not fit this window (UsageError
+    /// first if the window is empty or not initialised, as post() would).
+    [[noreturn]] void element_count_error(std::size_t count) const;
     void wait();
+    void wait(double timeout_seconds);
     bool test();
 
     std::byte* data() const noexcept { return data_; }
@@ -150,8 +177,19 @@ public:
     /// Sender: starts the transfer of the whole window; never blocks. Receiver: marks the transfer
     /// as expected. @throws UsageError if init() was not called.
     void post() { core_.post(core_.bytes()); }
-    /// Wait for completion. @throws UsageError if post() was not called; Timeout, PeerLost.
+    /// Wait for completion. @throws UsageError if post() was not called; Timeout once PMR_TIMEOUT
+    ///         has passed without progress (if set); PeerLost.
     void wait() { core_.wait(); }
+    /// wait() with this call's own deadline instead of PMR_TIMEOUT: e.g. `recv.wait(50ms)` throws
+    /// Timeout, naming the window and its peer, once 50 ms have passed without completion. As for
+    /// every setting, the value given in code wins over the environment. The set-up of a first
+    /// use (in init()) keeps PMR_TIMEOUT. After a Timeout the transfer is still in flight: wait
+    /// again to keep waiting.
+    /// @throws ArgumentError for a timeout that is not positive; as wait().
+    template <class Rep, class Period>
+    void wait(std::chrono::duration<Rep, Period> timeout) {
+        core_.wait(std::chrono::duration<double>(timeout).count());
+    }
     /// Non-blocking wait(): true once complete. @throws as wait(); Timeout once PMR_TIMEOUT has
     /// passed without progress.
     bool test() { return core_.test(); }
@@ -235,21 +273,47 @@ public:
     using detail::TypedWindow<T, detail::Side::send>::TypedWindow;
     using detail::TypedWindow<T, detail::Side::send>::post;
 
-    /// Transfers only the first `bytes` bytes of the window.
-    /// @throws SizeError if `bytes` exceeds this window or the peer's receive window.
-    void post(std::size_t bytes) { this->core_.post(bytes); }
+    /// Transfers only the first `n.count` elements of the window (n.count * sizeof(T) bytes).
+    /// @throws SizeError if they exceed this window or the peer's receive window; UsageError as
+    ///         post().
+    void post(Elements n) {
+        if (n.count > this->size()) {
+            this->core_.element_count_error(n.count);
+        }
+        this->core_.post(n.count * sizeof(T));
+    }
 
-    /// Multi-rail post: transfers the first n bytes like post(n), piece by piece, each piece over
-    /// its own rail, so that one message can use several network devices at once. The pieces must
-    /// tile [0, n) in order: the first starts at offset 0, each next one where the previous ended;
-    /// n is where the last one ends. Empty pieces are allowed; no pieces post 0 bytes. The receiver
-    /// sees one transfer of n bytes. With one rail (self, shm, single-rail ucx) every piece names
-    /// rail 0 and the call equals post(n).
-    /// @throws ArgumentError if the pieces do not tile a prefix of the window in order or name a
-    ///         rail >= Connection::rails(); SizeError and UsageError as post(bytes).
-    void post(const RailRange* ranges, std::size_t count) { this->core_.post(ranges, count); }
-    /// Same, e.g. `send.post({{0, half, 0}, {half, rest, 1}})`.
-    void post(std::initializer_list<RailRange> ranges) { post(ranges.begin(), ranges.size()); }
+    /// Multi-rail post: transfers the first n elements like post(Elements{n}), slice by slice, each
+    /// slice over its own rail, so that one message can use several network devices at once. The
+    /// slices must tile [0, n) in order: the first starts at element 0, each next one where the
+    /// previous ended; n is where the last one ends. Empty slices are allowed; no slices post 0
+    /// elements. The receiver sees one transfer of n elements. With one rail (self, shm,
+    /// single-rail ucx) every slice names rail 0 and the call equals post(Elements{n}).
+    /// @throws ArgumentError if the slices do not tile a prefix of the window in order or name a
+    ///         rail >= Connection::rails(); SizeError and UsageError as post(Elements).
+    void post(const RailSlice* slices, std::size_t count) { this->core_.post(slices, count); }
+    /// Same, e.g. `send.post({pmr::RailSlice{0, half, 0}, pmr::RailSlice{half, rest, 1}})`.
+    void post(std::initializer_list<RailSlice> slices) { post(slices.begin(), slices.size()); }
+
+    /// Deprecated in pmr 0.1, removed in the next release: the byte spelling of post(Elements).
+    [[deprecated("post(std::size_t) counts bytes; write post(pmr::Elements{count}) to send the "
+                 "first count elements")]] void
+    post(std::size_t bytes) {
+        this->core_.post(bytes);
+    }
+    /// Deprecated in pmr 0.1, removed in the next release: the byte spelling of post(slices).
+    [[deprecated("post(const RailRange*, n) counts bytes; post pmr::RailSlice pieces, which "
+                 "count elements")]] void
+    post(const RailRange* ranges, std::size_t count) {
+        this->core_.post(ranges, count);
+    }
+    /// Same. A braced list of plain numbers, `post({{0, a, 0}})`, is ambiguous between the two
+    /// units and does not compile: name the type, pmr::RailSlice.
+    [[deprecated("post({RailRange...}) counts bytes; post pmr::RailSlice pieces, which count "
+                 "elements")]] void
+    post(std::initializer_list<RailRange> ranges) {
+        this->core_.post(ranges.begin(), ranges.size());
+    }
 };
 
 /// Receiving half of a persistent transfer. See the file comment for the state machine.

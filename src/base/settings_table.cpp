@@ -75,7 +75,7 @@ std::vector<settings::Setting> builtin_settings() {
     b.push_back(Builder("PMR_TIMEOUT", Type::duration, "core",
                         "Turns a wait that would never end (for a transfer or for the peer's "
                         "set-up) into `pmr::Timeout`, naming the peer and the window. 0: wait "
-                        "forever.")
+                        "forever. A window's `wait(timeout)` gives that wait its own (code wins).")
                     .unit("s")
                     .by_default("0"));
     b.push_back(Builder("PMR_SPIN_US", Type::duration, "core",

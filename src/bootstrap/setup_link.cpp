@@ -6,6 +6,7 @@
 
 #include "base/backoff.hpp"
 #include "base/environment.hpp"
+#include "base/library_target.hpp"
 #include "base/node.hpp"
 #include "base/peer_process.hpp"
 
@@ -19,7 +20,7 @@ namespace pmr::detail::bootstrap {
 SetupLink::SetupLink(const Target& target)
     : record_(target.record()), peer_(target.rank()), own_rank_(target.own_rank()),
       send_tag_(target.send_tag()), recv_tag_(target.recv_tag()),
-      space_(target.is_library() ? 1U : 0U) {
+      space_(TargetAccess::is_library(target) ? 1U : 0U) {
     note_setup_thread();
     comm_ = record_ ? record_->setup : target.comm();
     generation_ = generation_of(comm_);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 #include "bootstrap/mpi_process.hpp"
 #include "bootstrap/setup_link.hpp"
 
@@ -50,7 +51,8 @@ Target::Target(const Communicator& comm, int rank, int send_tag, int recv_tag)
     record_ = comm.record();
 }
 
-Target Target::library(const Communicator& comm, int rank, int send_tag, int recv_tag) {
+Target detail::TargetAccess::library(const Communicator& comm, int rank, int send_tag,
+                                     int recv_tag) {
     Target target(comm, rank, send_tag, recv_tag);
     target.library_ = true;
     return target;

@@ -8,9 +8,11 @@
 #include <pmr/pmr.h>
 #include <pmr/pmr.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -262,20 +264,49 @@ int pmr_connection_establish(pmr_connection c) {
     return guarded(function, [&] { connection_of(c, function).establish(); });
 }
 
+namespace {
+
+/// Writes `provider` with its terminating 0 into name[0, length).
+void write_name(std::string_view provider, char* name, size_t length, const char* function) {
+    char& first = out(name, "name", function);
+    if (provider.size() >= length) {
+        pmr::detail::raise<pmr::SizeError>("the provider name '" + std::string(provider) +
+                                               "' needs " + std::to_string(provider.size() + 1) +
+                                               " bytes, the buffer has " + std::to_string(length),
+                                           function,
+                                           "Pass a larger buffer (32 bytes are always enough).");
+    }
+    std::memcpy(&first, provider.data(), provider.size());
+    name[provider.size()] = '\0';
+}
+
+} // namespace
+
 int pmr_connection_provider(pmr_connection c, char* name, size_t length) {
     constexpr const char* function = "pmr_connection_provider";
     return guarded(function, [&] {
-        char& first = out(name, "name", function);
-        const std::string_view provider = pmr::to_string(connection_of(c, function).provider());
-        if (provider.size() >= length) {
-            pmr::detail::raise<pmr::SizeError>(
-                "the provider name '" + std::string(provider) + "' needs " +
-                    std::to_string(provider.size() + 1) + " bytes, the buffer has " +
-                    std::to_string(length),
-                function, "Pass a larger buffer (32 bytes are always enough).");
-        }
-        std::memcpy(&first, provider.data(), provider.size());
-        name[provider.size()] = '\0';
+        out(name, "name", function);
+        write_name(pmr::to_string(connection_of(c, function).provider()), name, length, function);
+    });
+}
+
+int pmr_connection_established(pmr_connection c, int* established) {
+    constexpr const char* function = "pmr_connection_established";
+    return guarded(function, [&] {
+        int& result = out(established, "established", function);
+        result = connection_of(c, function).established() ? 1 : 0;
+    });
+}
+
+int pmr_connection_chosen_provider(pmr_connection c, char* name, size_t length, int* chosen) {
+    constexpr const char* function = "pmr_connection_chosen_provider";
+    return guarded(function, [&] {
+        int& result = out(chosen, "chosen", function);
+        out(name, "name", function);
+        const std::optional<pmr::Provider> provider = connection_of(c, function).chosen_provider();
+        write_name(provider ? pmr::to_string(*provider) : std::string_view(), name, length,
+                   function);
+        result = provider ? 1 : 0;
     });
 }
 
@@ -318,12 +349,18 @@ int pmr_send_window_init(pmr_send_window w) {
 
 int pmr_send_window_post(pmr_send_window w, size_t bytes) {
     constexpr const char* function = "pmr_send_window_post";
-    return guarded(function, [&] { window_of(w, function).post(bytes); });
+    return guarded(function, [&] { window_of(w, function).post(pmr::Elements{bytes}); });
 }
 
 int pmr_send_window_wait(pmr_send_window w) {
     constexpr const char* function = "pmr_send_window_wait";
     return guarded(function, [&] { window_of(w, function).wait(); });
+}
+
+int pmr_send_window_wait_timeout(pmr_send_window w, double seconds) {
+    constexpr const char* function = "pmr_send_window_wait_timeout";
+    return guarded(function,
+                   [&] { window_of(w, function).wait(std::chrono::duration<double>(seconds)); });
 }
 
 int pmr_send_window_test(pmr_send_window w, int* done) {
@@ -343,6 +380,12 @@ int pmr_recv_window_post(pmr_recv_window w) {
 int pmr_recv_window_wait(pmr_recv_window w) {
     constexpr const char* function = "pmr_recv_window_wait";
     return guarded(function, [&] { window_of(w, function).wait(); });
+}
+
+int pmr_recv_window_wait_timeout(pmr_recv_window w, double seconds) {
+    constexpr const char* function = "pmr_recv_window_wait_timeout";
+    return guarded(function,
+                   [&] { window_of(w, function).wait(std::chrono::duration<double>(seconds)); });
 }
 
 int pmr_recv_window_test(pmr_recv_window w, int* done) {

@@ -3,6 +3,7 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 
 #include <pmr/target.hpp>
 
@@ -22,11 +23,10 @@ constexpr std::size_t no_rail = static_cast<std::size_t>(-1);
 Connection& connection_to(const Communicator& comm, Connections& connections, int peer) {
     auto found = connections.find(peer);
     if (found == connections.end()) {
-        found =
-            connections
-                .emplace(peer,
-                         Connection(Target::library(comm, peer, collective_tag, collective_tag)))
-                .first;
+        found = connections
+                    .emplace(peer,
+                             Connection(library_target(comm, peer, collective_tag, collective_tag)))
+                    .first;
     }
     return found->second;
 }
@@ -159,7 +159,7 @@ void Engine::begin_step(std::size_t index) {
         window.init();
         if (send.in_place) {
             // Over the work buffer already; the set-up run moves nothing through it.
-            window.post(warming_up_ ? 0 : send.bytes);
+            window.post(Elements{warming_up_ ? 0 : send.bytes});
             pending_sends_.push_back(&window);
             continue;
         }
@@ -167,7 +167,8 @@ void Engine::begin_step(std::size_t index) {
         if (w.rails[i] == no_rail) {
             window.post();
         } else {
-            window.post({{0, send.bytes, w.rails[i]}});
+            const RailRange whole{0, send.bytes, w.rails[i]}; // bytes: the core's own unit
+            window.core().post(&whole, 1);
         }
         pending_sends_.push_back(&window);
     }

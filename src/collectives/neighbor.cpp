@@ -10,8 +10,10 @@
 // same agreed numbers, so the k-th send window of one end always pairs with the k-th receive
 // window of the other.
 #include "collectives/engine.hpp"
+#include "collectives/schedules.hpp"
 
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
@@ -118,7 +120,8 @@ struct NeighborLink {
     RecvWindow<unsigned char> recv;  // empty if nothing is received
 };
 
-/// One post of a round: a window and its pieces per rail (none: a plain post on rail 0).
+/// One post of a round: a window and its pieces per rail (none: a plain post on rail 0), in bytes:
+/// posted through the window's core, the byte form that needs no conversion per post.
 struct NeighborPost {
     SendWindow<unsigned char>* window;
     std::vector<RailRange> ranges;
@@ -253,7 +256,7 @@ void NeighborCore::State::prime() {
         }
         if (link.send.bytes() > 0) {
             link.send.init();
-            link.send.post(std::size_t{0});
+            link.send.post(Elements{0});
         }
         if (link.recv.bytes() > 0) {
             link.recv.post();
@@ -543,7 +546,7 @@ void NeighborCore::State::round() {
         if (p.ranges.empty()) {
             p.window->post();
         } else {
-            p.window->post(p.ranges.data(), p.ranges.size());
+            p.window->core().post(p.ranges.data(), p.ranges.size());
         }
     }
     for (WindowCore<Side::recv>* window : receivers) {
@@ -569,7 +572,7 @@ std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint6
             std::copy(values.begin(), values.end(), out + 1);
             link.header_recv.init();
             link.header_send.init();
-            link.header_send.post((values.size() + 1) * sizeof(std::uint64_t));
+            link.header_send.post(Elements{values.size() + 1});
             link.header_recv.post();
             list.push_back(waitable(link.header_send));
             list.push_back(waitable(link.header_recv));
@@ -676,7 +679,7 @@ NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>
         s.link_of[i] = s.links.size();
         NeighborLink& link = s.links.emplace_back();
         link.index = i;
-        link.connection = Connection(Target::library(comm, n.rank, n.send_tag, n.recv_tag));
+        link.connection = Connection(library_target(comm, n.rank, n.send_tag, n.recv_tag));
     }
     s.exchange_headers(options);
     s.make_windows();

@@ -113,3 +113,13 @@ std::vector<Step> dissemination_barrier(int size, int rank);
 std::vector<Step> direct_barrier(int size, int rank);
 
 } // namespace pmr::detail::coll
+
+namespace pmr::detail {
+
+/// The split schedule of Morie & Nanri for `messages` messages and `rails` rails:
+/// schedule[step][rail] lists the messages whose fragment that rail carries in that step (see
+/// neighbor.cpp for the reasoning).
+std::vector<std::vector<std::vector<std::size_t>>> split_schedule(std::size_t messages,
+                                                                  std::size_t rails);
+
+} // namespace pmr::detail

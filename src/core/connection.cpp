@@ -3,6 +3,7 @@
 // connection is made, and windows created before the decision get their provider window with it.
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/library_target.hpp"
 #include "base/node.hpp"
 #include "core/state.hpp"
 
@@ -394,7 +395,7 @@ std::string ConnectionState::describe() const {
     text += " (send tag " + std::to_string(target_.send_tag()) + ", recv tag " +
             std::to_string(target_.recv_tag()) + ", provider ";
     text += decided_ ? std::string(to_string(provider_)) : std::string("not yet chosen");
-    if (target_.is_library()) {
+    if (TargetAccess::is_library(target_)) {
         text += ", pmr-internal";
     }
     return text + ")";
@@ -424,6 +425,14 @@ detail::ConnectionState& Connection::checked() const {
 
 void Connection::establish() {
     checked().establish();
+}
+
+bool Connection::established() const {
+    return checked().established();
+}
+
+std::optional<Provider> Connection::chosen_provider() const {
+    return checked().chosen_provider();
 }
 
 Provider Connection::provider() {

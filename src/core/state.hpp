@@ -78,6 +78,12 @@ public:
     bool established() const noexcept { return established_; }
     /// Whether the provider is known (before the handshake, when the peer's node is known).
     bool decided() const noexcept { return decided_; }
+    /// The provider if decided; under the set-up lock, since another thread's wait may be
+    /// deciding it (answer_hello()).
+    std::optional<Provider> chosen_provider() {
+        std::lock_guard<std::recursive_mutex> lock(setup_mutex_);
+        return decided_ ? std::optional<Provider>(provider_) : std::nullopt;
+    }
     Provider provider() const noexcept { return provider_; }
     bool needs_handshake() const noexcept { return link_ != nullptr; }
     std::size_t rails();
@@ -170,11 +176,15 @@ struct WindowState {
     /// The slow path of a test() that found nothing: peer loss and PMR_TIMEOUT, every few thousand
     /// calls. True if the operation completed despite a peer loss.
     bool stalled_test();
+    /// The rest of a wait() whose first poll found nothing: polls with backoff, watches the peer,
+    /// and throws Timeout (naming `limit_name`) once `limit` seconds have passed (0: never).
+    void wait_slowly(double limit, const char* limit_name);
     void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
     void check_post_size(std::size_t bytes) const;
-    /// SendWindow::post(ranges) after the state check.
-    void post_ranges(const RailRange* ranges, std::size_t count);
+    /// SendWindow::post(ranges) after the state check and the check of the pieces, which tile
+    /// [0, end) bytes.
+    void post_ranges(const RailRange* ranges, std::size_t count, std::size_t end);
     std::string describe() const;
 
     std::shared_ptr<ConnectionState> connection;

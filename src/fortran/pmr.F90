@@ -16,8 +16,8 @@
 !> - Dimensions of Cartesian grids count from 0, as in MPI_Cart_shift; directions are -1 and +1.
 module pmr
     use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_int, c_size_t, c_char, &
-                                           c_null_char, c_loc, c_associated, c_f_pointer
-    use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64
+                                           c_null_char, c_loc, c_associated, c_f_pointer, c_double
+    use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64, real64
 #ifdef PMR_HAVE_MPI_F08
     use mpi_f08, only: MPI_Comm
 #endif
@@ -56,14 +56,16 @@ module pmr
 
     public :: pmr_last_error, pmr_error_name
     public :: pmr_connection_create, pmr_connection_destroy, pmr_connection_establish, &
-              pmr_connection_provider, pmr_connection_create_neighbor
+              pmr_connection_provider, pmr_connection_create_neighbor, &
+              pmr_connection_established, pmr_connection_chosen_provider
     public :: pmr_send_window_create, pmr_send_window_create_owned, pmr_send_window_data, &
               pmr_send_window_size, pmr_send_window_init, pmr_send_window_post, &
-              pmr_send_window_wait, pmr_send_window_test, pmr_send_window_destroy
+              pmr_send_window_wait, pmr_send_window_wait_timeout, pmr_send_window_test, &
+              pmr_send_window_destroy
     public :: pmr_recv_window_create, pmr_recv_window_create_owned, pmr_recv_window_data, &
               pmr_recv_window_size, pmr_recv_window_init, pmr_recv_window_post, &
-              pmr_recv_window_wait, pmr_recv_window_test, pmr_recv_window_received_bytes, &
-              pmr_recv_window_destroy
+              pmr_recv_window_wait, pmr_recv_window_wait_timeout, pmr_recv_window_test, &
+              pmr_recv_window_received_bytes, pmr_recv_window_destroy
     public :: pmr_communicator_create, pmr_communicator_destroy, pmr_communicator_comm, &
               pmr_communicator_rank, pmr_communicator_size, pmr_communicator_dimensions, &
               pmr_communicator_grid, pmr_communicator_neighbor
@@ -162,6 +164,22 @@ module pmr
             integer(c_size_t), value :: length
             integer(c_int) :: rc
         end function
+        function c_connection_established(connection, established) &
+            bind(C, name="pmr_connection_established") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), value :: connection
+            integer(c_int), intent(out) :: established
+            integer(c_int) :: rc
+        end function
+        function c_connection_chosen_provider(connection, name, length, chosen) &
+            bind(C, name="pmr_connection_chosen_provider") result(rc)
+            import :: c_int, c_ptr, c_char, c_size_t
+            type(c_ptr), value :: connection
+            character(kind=c_char), dimension(*), intent(out) :: name
+            integer(c_size_t), value :: length
+            integer(c_int), intent(out) :: chosen
+            integer(c_int) :: rc
+        end function
 
         function c_send_window_create(connection, buffer, bytes, window) &
             bind(C, name="pmr_send_window_create") result(rc)
@@ -217,6 +235,13 @@ module pmr
             type(c_ptr), value :: window
             integer(c_int) :: rc
         end function
+        function c_send_window_wait_timeout(window, seconds) &
+                bind(C, name="pmr_send_window_wait_timeout") result(rc)
+            import :: c_int, c_ptr, c_double
+            type(c_ptr), value :: window
+            real(c_double), value :: seconds
+            integer(c_int) :: rc
+        end function
         function c_send_window_test(window, done) bind(C, name="pmr_send_window_test") result(rc)
             import :: c_int, c_ptr
             type(c_ptr), value :: window
@@ -241,6 +266,13 @@ module pmr
         function c_recv_window_wait(window) bind(C, name="pmr_recv_window_wait") result(rc)
             import :: c_int, c_ptr
             type(c_ptr), value :: window
+            integer(c_int) :: rc
+        end function
+        function c_recv_window_wait_timeout(window, seconds) &
+                bind(C, name="pmr_recv_window_wait_timeout") result(rc)
+            import :: c_int, c_ptr, c_double
+            type(c_ptr), value :: window
+            real(c_double), value :: seconds
             integer(c_int) :: rc
         end function
         function c_recv_window_test(window, done) bind(C, name="pmr_recv_window_test") result(rc)
@@ -440,16 +472,50 @@ contains
         integer, optional, intent(out) :: ierr
         character(kind=c_char) :: buffer(64)
         integer(c_int) :: rc
-        integer :: i
         name = ''
         rc = c_connection_provider(connection%handle, buffer, int(size(buffer), c_size_t))
-        if (rc == PMR_SUCCESS) then
-            do i = 1, min(len(name), size(buffer))
-                if (buffer(i) == c_null_char) exit
-                name(i:i) = buffer(i)
-            end do
-        end if
+        if (rc == PMR_SUCCESS) call copy_c_name(buffer, name)
         call finish(rc, ierr, 'pmr_connection_provider')
+    end subroutine
+
+    !> A 0-terminated C name into `name` (cut at its length).
+    subroutine copy_c_name(buffer, name)
+        character(kind=c_char), intent(in) :: buffer(:)
+        character(len=*), intent(inout) :: name
+        integer :: i
+        do i = 1, min(len(name), size(buffer))
+            if (buffer(i) == c_null_char) exit
+            name(i:i) = buffer(i)
+        end do
+    end subroutine
+
+    !> Whether the handshake has completed; never blocks.
+    subroutine pmr_connection_established(connection, established, ierr)
+        type(pmr_connection), intent(in) :: connection
+        logical, intent(out) :: established
+        integer, optional, intent(out) :: ierr
+        integer(c_int) :: flag, rc
+        flag = 0
+        rc = c_connection_established(connection%handle, flag)
+        established = flag /= 0
+        call finish(rc, ierr, 'pmr_connection_established')
+    end subroutine
+
+    !> The provider if it is chosen already (chosen = .true.), else name = ''; never blocks.
+    subroutine pmr_connection_chosen_provider(connection, name, chosen, ierr)
+        type(pmr_connection), intent(in) :: connection
+        character(len=*), intent(out) :: name
+        logical, intent(out) :: chosen
+        integer, optional, intent(out) :: ierr
+        character(kind=c_char) :: buffer(64)
+        integer(c_int) :: flag, rc
+        name = ''
+        flag = 0
+        rc = c_connection_chosen_provider(connection%handle, buffer, int(size(buffer), c_size_t), &
+                                          flag)
+        chosen = flag /= 0
+        if (rc == PMR_SUCCESS) call copy_c_name(buffer, name)
+        call finish(rc, ierr, 'pmr_connection_chosen_provider')
     end subroutine
 
     ! --- windows ---------------------------------------------------------------------------------
@@ -628,6 +694,15 @@ contains
         call finish(c_send_window_wait(window%handle), ierr, 'pmr_send_window_wait')
     end subroutine
 
+    !> pmr_send_window_wait with its own deadline of `seconds` (> 0) instead of PMR_TIMEOUT.
+    subroutine pmr_send_window_wait_timeout(window, seconds, ierr)
+        type(pmr_send_window), intent(in) :: window
+        real(real64), intent(in) :: seconds
+        integer, optional, intent(out) :: ierr
+        call finish(c_send_window_wait_timeout(window%handle, real(seconds, c_double)), ierr, &
+                    'pmr_send_window_wait_timeout')
+    end subroutine
+
     subroutine pmr_send_window_test(window, done, ierr)
         type(pmr_send_window), intent(in) :: window
         logical, intent(out) :: done
@@ -661,6 +736,15 @@ contains
         type(pmr_recv_window), intent(in) :: window
         integer, optional, intent(out) :: ierr
         call finish(c_recv_window_wait(window%handle), ierr, 'pmr_recv_window_wait')
+    end subroutine
+
+    !> pmr_recv_window_wait with its own deadline of `seconds` (> 0) instead of PMR_TIMEOUT.
+    subroutine pmr_recv_window_wait_timeout(window, seconds, ierr)
+        type(pmr_recv_window), intent(in) :: window
+        real(real64), intent(in) :: seconds
+        integer, optional, intent(out) :: ierr
+        call finish(c_recv_window_wait_timeout(window%handle, real(seconds, c_double)), ierr, &
+                    'pmr_recv_window_wait_timeout')
     end subroutine
 
     subroutine pmr_recv_window_test(window, done, ierr)

@@ -300,7 +300,7 @@ std::size_t Interposer::put_chunks(OutStream& stream, const std::byte* source, s
         if (chunk != 0) {
             std::memcpy(window.data() + header_bytes, source + offset, chunk);
         }
-        window.post(header_bytes + chunk);
+        window.post(pmr::Elements{header_bytes + chunk});
         if (!window.test()) {
             stream.busy[slot] = 1;
             list_busy(stream);

@@ -209,8 +209,21 @@ static void test_self_exchange(void) {
     memset(memory, guard, sizeof memory);
 
     /* Tags (2, 2) pair the connection with itself. */
-    if (!CHECK_OK(pmr_connection_create(MPI_COMM_WORLD, rank, 2, 2, &c)) ||
-        !CHECK_OK(pmr_send_window_create(c, send_buffer, bytes, &s)) ||
+    if (!CHECK_OK(pmr_connection_create(MPI_COMM_WORLD, rank, 2, 2, &c))) {
+        return;
+    }
+    {
+        /* Before the handshake: the provider is chosen already (self), the handshake not done. */
+        int flag = -1;
+        CHECK_OK(pmr_connection_established(c, &flag));
+        CHECK(flag == 0);
+        CHECK_OK(pmr_connection_chosen_provider(c, provider, sizeof provider, &flag));
+        CHECK(flag == 1 && strcmp(provider, "self") == 0);
+        CHECK_ERROR(pmr_connection_chosen_provider(c, provider, 2, &flag), PMR_ERR_SIZE, "self",
+                    NULL);
+        CHECK_ERROR(pmr_connection_established(c, NULL), PMR_ERR_ARGUMENT, "established", NULL);
+    }
+    if (!CHECK_OK(pmr_send_window_create(c, send_buffer, bytes, &s)) ||
         !CHECK_OK(pmr_recv_window_create(c, recv_buffer, bytes, &r)) ||
         !CHECK_OK(pmr_send_window_create(c, NULL, 300, &owned_s)) ||
         !CHECK_OK(pmr_recv_window_create(c, NULL, 300, &owned_r))) {
@@ -253,6 +266,18 @@ static void test_self_exchange(void) {
         CHECK(all_equal(recv_buffer + 10, bytes - 10, 0));
     }
 
+    /* A wait with its own timeout instead of PMR_TIMEOUT: PMR_ERR_TIMEOUT while nothing was sent,
+       naming the window and its peer; the transfer stays in flight and completes later. */
+    CHECK_OK(pmr_recv_window_init(r));
+    CHECK_OK(pmr_recv_window_post(r));
+    CHECK_ERROR(pmr_recv_window_wait_timeout(r, 0.05), PMR_ERR_TIMEOUT,
+                "the timeout given to wait()", "receive window #0");
+    CHECK_ERROR(pmr_recv_window_wait_timeout(r, 0.0), PMR_ERR_ARGUMENT, "timeout", NULL);
+    CHECK_OK(pmr_send_window_init(s));
+    CHECK_OK(pmr_send_window_post(s, bytes));
+    CHECK_OK(pmr_send_window_wait_timeout(s, 60.0));
+    CHECK_OK(pmr_recv_window_wait_timeout(r, 60.0));
+
     /* Posting more than the window: a size error, and the window stays usable. */
     CHECK_OK(pmr_recv_window_init(r));
     CHECK_OK(pmr_send_window_init(s));
@@ -285,6 +310,11 @@ static void test_self_exchange(void) {
 
     CHECK_OK(pmr_connection_provider(c, provider, sizeof provider));
     CHECK(strcmp(provider, "self") == 0);
+    {
+        int flag = 0;
+        CHECK_OK(pmr_connection_established(c, &flag));
+        CHECK(flag == 1);
+    }
 
     /* Windows keep their connection alive: the handle may go first. */
     CHECK_OK(pmr_connection_destroy(&c));

@@ -149,14 +149,22 @@ contains
         integer(c_size_t) :: bytes
         character(len=16) :: provider
         integer :: k
+        logical :: flag
 
         call pmr_connection_create(MPI_COMM_WORLD%MPI_VAL, rank, 4, 4, c, ierr)
         call check(ierr == PMR_SUCCESS, 'connection from an integer handle: '//pmr_last_error())
         call pmr_send_window_create_owned(c, 10 * 8, s, ierr)
         call pmr_recv_window_create_owned(c, 10_int64 * 8, r, ierr)
         call check(ierr == PMR_SUCCESS, 'owned windows: '//pmr_last_error())
+        ! Without blocking: the provider of a self connection is chosen at creation.
+        call pmr_connection_established(c, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. .not. flag, 'not established before the handshake')
+        call pmr_connection_chosen_provider(c, provider, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. flag .and. provider == 'self', 'chosen provider')
         call pmr_connection_establish(c, ierr)
         call check(ierr == PMR_SUCCESS, 'establish: '//pmr_last_error())
+        call pmr_connection_established(c, flag, ierr)
+        call check(ierr == PMR_SUCCESS .and. flag, 'established after establish')
         call pmr_send_window_size(s, bytes, ierr)
         call check(bytes == 80, 'owned window size')
         bytes = 0
@@ -177,6 +185,16 @@ contains
         call check(all(in(1:5) == out(1:5)) .and. all(in(6:10) == 0), 'partial post')
         call pmr_recv_window_received_bytes(r, bytes, ierr)
         call check(bytes == 40, 'partial received bytes')
+        ! A wait with its own timeout: PMR_ERR_TIMEOUT while nothing was sent, then it completes.
+        call pmr_recv_window_init(r, ierr)
+        call pmr_recv_window_post(r, ierr)
+        call pmr_recv_window_wait_timeout(r, 0.05d0, ierr)
+        call check_error(ierr, PMR_ERR_TIMEOUT, 'the timeout given to wait()', 'own timeout')
+        call pmr_send_window_init(s, ierr)
+        call pmr_send_window_post(s, 80, ierr)
+        call pmr_send_window_wait_timeout(s, 60d0, ierr)
+        call pmr_recv_window_wait_timeout(r, 60d0, ierr)
+        call check(ierr == PMR_SUCCESS, 'waits with their own timeout: '//pmr_last_error())
         call pmr_connection_provider(c, provider, ierr)
         call check(provider == 'self', 'provider of a self connection: '//provider)
         call pmr_send_window_destroy(s)

@@ -8,7 +8,8 @@
 void misuse(pmr::Connection& connection) {
 #if defined(PMR_CASE_NONE)
     pmr::SendWindow<double> send(connection, 4);
-    send.post(8);
+    send.post(pmr::Elements{2});
+    send.post({pmr::RailSlice{0, 1, 0}, pmr::RailSlice{1, 1, 0}});
     pmr::RecvWindow<double> recv(connection, 4);
     recv.post();
     (void)recv.received_bytes();
@@ -22,10 +23,20 @@ void misuse(pmr::Connection& connection) {
     pmr::SendWindow<double> copy = send;
 #elif defined(PMR_CASE_RECV_PARTIAL_POST)
     pmr::RecvWindow<double> recv(connection, 4);
-    recv.post(8); // only senders choose how many bytes to send
+    recv.post(pmr::Elements{2}); // only senders choose how many elements to send
 #elif defined(PMR_CASE_SEND_RECEIVED_BYTES)
     pmr::SendWindow<double> send(connection, 4);
     (void)send.received_bytes();
+#elif defined(PMR_CASE_BYTE_COUNT_POST)
+    pmr::SendWindow<double> send(connection, 4);
+    send.post(std::size_t{16}); // deprecated: counts bytes (an error with the flags of this test)
+#elif defined(PMR_CASE_PLAIN_COUNT_POST)
+    pmr::SendWindow<double> send(connection, 4);
+    pmr::Elements two = 2; // a plain number is no element count: write pmr::Elements{2}
+    send.post(two);
+#elif defined(PMR_CASE_BRACED_RAIL_PIECES)
+    pmr::SendWindow<double> send(connection, 4);
+    send.post({{0, 2, 0}}); // bytes or elements? Ambiguous: name pmr::RailSlice
 #else
 #error "define one PMR_CASE_*"
 #endif
