@@ -197,6 +197,11 @@ public:
 
     // Library-owned memory
     // --------------------------------------------------------------------------
+    /// A zero-filled block of the arena (base/shared_memory.hpp) registered on rail 0: each arena
+    /// segment is registered and packed once, and its blocks share that key; a block with a
+    /// memory file of its own is registered alone. Freed with the handle.
+    /// @throws ResourceError where a limit is reached, ProviderError.
+    std::shared_ptr<MemoryHandle> arena_block(std::size_t bytes, const std::string& where);
     void* allocate(std::size_t bytes, const std::string& where);
     void deallocate(void* pointer) noexcept;
     /// The allocation containing [pointer, pointer + bytes), or null.
@@ -204,7 +209,7 @@ public:
 
 private:
     struct Chunk {
-        MemoryHandle memory;
+        std::shared_ptr<MemoryHandle> memory;
         Blob key;
     };
 
@@ -246,8 +251,10 @@ private:
     std::atomic<std::size_t> large_windows_{0};
     std::atomic<std::uint32_t> lane_looks_{0};
 
-    mutable std::mutex mutex_; // chunks_
+    mutable std::mutex mutex_; // chunks_, segments_
     std::vector<Chunk> chunks_;
+    /// Registrations of the arena's segments on rail 0, by segment; kept as long as this.
+    std::map<std::uint64_t, std::shared_ptr<const MemoryHandle>> segments_;
     rails::KeptMemory<MemoryHandle> kept_;
 
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)
