@@ -4,7 +4,7 @@
 #   <-  src/core  <-  src/capi;  src/collectives builds on the public API and src/base only;
 #   src/mpi (libpmr-mpi, the MPI interposer) and src/qmp (QMP on pmr) on the public API only.
 # Public headers (<pmr/...>) may be included everywhere and include nothing from src/. A provider
-# folder includes base, rails and providers/interface.hpp, never another provider.
+# folder includes base, rails, bootstrap and providers/interface.hpp, never another provider.
 #   scripts/check-layers.sh   (exit 1 and one line per violation)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -23,7 +23,7 @@ bind=(--bind-to core)
 if [ "$(nproc)" -lt 2 ]; then
   bind=(--bind-to none --oversubscribe)
 fi
-# Open MPI's fastest settings on one node (see the README): the UCX PML for small messages, the
+# Open MPI's fastest settings on one node (see docs/measurements.md): the UCX PML for small messages, the
 # vader BTL with CMA single copy from 64 KiB up. Both are measured; pmr does not depend on them.
 ucx_pml=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
 vader_cma=(--mca pml ob1 --mca btl vader,self --mca btl_vader_single_copy_mechanism cma)

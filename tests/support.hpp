@@ -106,7 +106,7 @@ private:
 /// verbs device of tests/verbs_loopback.cpp (PMR_TEST_VERBS_LOOPBACK=1) counts as one.
 inline std::vector<pmr::Provider> runnable_providers() {
     static const bool rdma_device = [] {
-        if (environment("PMR_TEST_VERBS_LOOPBACK")) {
+        if (environment("PMR_TEST_VERBS_LOOPBACK") || environment("PMR_TEST_VERBS_SHARED")) {
             return true;
         }
         std::error_code error;

@@ -414,9 +414,9 @@ TEST_CASE("allreduce: every type and operation, bitwise against the reference", 
 
 namespace {
 
-// The special values of max and min as the README documents them: NaN wins, +0 is above -0, the
-// infinities order like numbers. Each pattern is one element; `result` says what every rank must
-// get. Repeated over `count` elements, so that the ring's chunks carry every pattern.
+// The special values of max and min as docs/collectives.md documents them: NaN wins, +0 is above
+// -0, the infinities order like numbers. Each pattern is one element; `result` says what every rank
+// must get. Repeated over `count` elements, so that the ring's chunks carry every pattern.
 template <class T>
 void check_special_values(const pmr::Communicator& comm, pmr::ReduceOp op, std::size_t count,
                           pmr::AllreduceOptions options) {

@@ -3,7 +3,8 @@
 // involved, never in a hang or a write outside a receive window.
 #include "support.hpp"
 
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -526,19 +526,28 @@ TEST_CASE("wait() after a Timeout waits for the rest of the round", "[.][timeout
     }
 }
 
-TEST_CASE("PMR_NEIGHBOR_ALGORITHM overrides the options", "[neighbor][environment]") {
+TEST_CASE("PMR_NEIGHBOR_ALGORITHM applies where the options leave the algorithm automatic",
+          "[neighbor][environment]") {
     pmr::Communicator cart(MPI_COMM_WORLD, {world_size()}, {true});
     ::setenv("PMR_NEIGHBOR_ALGORITHM", "split", 1);
     {
-        pmr::NeighborExchange<int> exchange(cart, 16, options_for(Algorithm::direct));
+        pmr::NeighborExchange<int> exchange(cart, 16);
         CHECK(exchange.algorithm() == Algorithm::split);
+        exchange.start();
+        exchange.wait();
+    }
+    {
+        // A choice in code wins over the environment (pmr/settings.hpp).
+        pmr::NeighborExchange<int> exchange(cart, 16, options_for(Algorithm::direct));
+        CHECK(exchange.algorithm() == Algorithm::direct);
         exchange.start();
         exchange.wait();
     }
     ::setenv("PMR_NEIGHBOR_ALGORITHM", "sideways", 1);
     const auto what =
         message_of<pmr::ArgumentError>([&] { pmr::NeighborExchange<int> exchange(cart, 16); });
-    CHECK(what.find("direct, split or auto") != std::string::npos);
+    CHECK(what.find("PMR_NEIGHBOR_ALGORITHM='sideways'") != std::string::npos);
+    CHECK(what.find("automatic (auto), direct, split") != std::string::npos);
     ::unsetenv("PMR_NEIGHBOR_ALGORITHM");
     ::setenv("PMR_NEIGHBOR_CROSSOVER", "12Q", 1);
     CHECK_THROWS_AS(pmr::NeighborExchange<int>(cart, 16), pmr::ArgumentError);

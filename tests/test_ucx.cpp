@@ -230,11 +230,15 @@ TEST_CASE("PMR_UCX_* variables are checked", "[ucx][env]") {
     env.set("PMR_UCX_CHUNK_BYTES", "100"); // a message per 100 B: refused
     CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("at least 1024") !=
           std::string::npos);
-    env.set("PMR_UCX_CHUNK_BYTES", "64k");
-    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_CHUNK_BYTES='64k'") !=
+    env.set("PMR_UCX_CHUNK_BYTES", "64k"); // sizes take K, M and G everywhere (pmr/settings.hpp)
+    CHECK(read_ucx_settings().chunk_bytes == std::size_t{64} * 1024);
+    env.set("PMR_UCX_CHUNK_BYTES", "64kB");
+    CHECK(message_of<pmr::ArgumentError>(read_ucx_settings).find("PMR_UCX_CHUNK_BYTES='64kB'") !=
           std::string::npos);
     env.set("PMR_UCX_CHUNK_BYTES", nullptr);
-    for (const char* bad : {"-1", "1M", "", "x"}) {
+    env.set("PMR_UCX_RNDV_BYTES", "1M");
+    CHECK(read_ucx_settings().rendezvous_bytes == std::size_t{1} << 20);
+    for (const char* bad : {"-1", "1Q", "", "x"}) {
         env.set("PMR_UCX_RNDV_BYTES", bad);
         if (*bad == '\0') { // empty counts as unset
             CHECK_FALSE(read_ucx_settings().rendezvous_bytes);

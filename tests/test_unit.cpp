@@ -27,6 +27,22 @@ TEST_CASE("providers are named and listed", "[provider]") {
     CHECK(pmr::compiled_providers_string().find("self") != std::string::npos);
 }
 
+TEST_CASE("providers describe themselves", "[provider]") {
+    CHECK_FALSE(pmr::traits(pmr::Provider::self).has_rails);
+    CHECK(pmr::traits(pmr::Provider::shm).preference > 0);
+    const pmr::ProviderTraits plain; // what a provider without hints (or not compiled) says
+    CHECK(pmr::traits(pmr::Provider::shm).split_crossover_bytes == plain.split_crossover_bytes);
+    if (pmr::is_compiled(pmr::Provider::ucx)) {
+        CHECK(pmr::traits(pmr::Provider::ucx).has_rails);
+        CHECK(pmr::traits(pmr::Provider::ucx).split_crossover_bytes == std::size_t{128} << 10);
+        CHECK(pmr::traits(pmr::Provider::ucx).min_fragment_bytes == std::size_t{16} << 10);
+    }
+    if (pmr::is_compiled(pmr::Provider::tofu)) {
+        CHECK(pmr::traits(pmr::Provider::tofu).preference == 0); // only when forced
+        CHECK(pmr::traits(pmr::Provider::tofu).split_crossover_bytes == std::size_t{256} << 10);
+    }
+}
+
 TEST_CASE("targets validate ranks and tags", "[target]") {
     const int me = world_rank();
     pmr::Target t(MPI_COMM_WORLD, me, 3, 4);

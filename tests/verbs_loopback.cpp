@@ -17,6 +17,8 @@
 //     signalled completion polled, and posting beyond max_send_wr fails with ENOMEM;
 //   - verbs_loopback_fail_writes_after(n): the n+1-th write from now fails with
 //     IBV_WC_RETRY_EXC_ERR, as a vanished peer makes it.
+#include "verbs_fake.hpp"
+
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -31,19 +33,13 @@
 
 namespace {
 
-constexpr std::uint32_t max_inline = 256;
+using verbs_fake::lid_of;
+using verbs_fake::Operation;
 
 struct Region {
     std::uintptr_t address;
     std::size_t bytes;
     std::uint32_t key;
-};
-
-struct Operation {
-    ibv_send_wr request{};
-    std::vector<std::byte> inline_data;
-    std::vector<ibv_sge> gather;
-    bool signalled = false;
 };
 
 struct Queue; // a completion queue
@@ -80,7 +76,6 @@ struct Queue {
 struct Device {
     ibv_device device{};
     ibv_context context{};
-    int ports = 2;
 };
 
 struct State {
@@ -97,10 +92,6 @@ State& state() {
     // Never destroyed: pmr releases its verbs objects during exit, after this file's statics.
     static auto* s = new State; // NOLINT(cppcoreguidelines-owning-memory)
     return *s;
-}
-
-std::uint16_t lid_of(std::uint8_t port) {
-    return static_cast<std::uint16_t>(0x10 + port);
 }
 
 bool registered(std::uintptr_t address, std::size_t bytes, std::uint32_t key) {
@@ -255,23 +246,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
             return ENOMEM;
         }
         Operation op;
-        op.request = *wr;
-        op.request.next = nullptr;
-        op.signalled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
-        std::size_t total = 0;
-        for (int i = 0; i < wr->num_sge; ++i) {
-            op.gather.push_back(wr->sg_list[i]);
-            total += wr->sg_list[i].length;
-        }
-        if ((wr->send_flags & IBV_SEND_INLINE) != 0) {
-            if (total > max_inline) {
-                return EINVAL;
-            }
-            for (const ibv_sge& sge : op.gather) {
-                // NOLINTNEXTLINE(performance-no-int-to-ptr): verbs carry addresses as integers
-                const auto* p = reinterpret_cast<const std::byte*>(sge.addr);
-                op.inline_data.insert(op.inline_data.end(), p, p + sge.length);
-            }
+        if (const int error = verbs_fake::read_request(*wr, op); error != 0) {
+            return error;
         }
         ++pair.send_slots;
         if (pair.failed) { // a queue pair in the error state flushes what is posted
@@ -334,24 +310,7 @@ extern "C" {
 
 ibv_device** ibv_get_device_list(int* count) {
     std::lock_guard<std::recursive_mutex> lock(state().mutex);
-    Device& d = state().device;
-    std::strcpy(d.device.name, "loop0");
-    // An array of two device pointers (the list ends with a null one), freed by free().
-    // NOLINTNEXTLINE(bugprone-sizeof-expression)
-    auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
-    list[0] = &d.device;
-    if (count != nullptr) {
-        *count = 1;
-    }
-    return list;
-}
-
-void ibv_free_device_list(ibv_device** list) {
-    std::free(list);
-}
-
-const char* ibv_get_device_name(ibv_device* device) {
-    return device->name;
+    return verbs_fake::device_list(state().device.device, "loop0", count);
 }
 
 ibv_context* ibv_open_device(ibv_device* device) {
@@ -361,49 +320,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
     d.context.ops.post_recv = &post_recv;
     d.context.ops.poll_cq = &poll_cq;
     return &d.context;
-}
-
-int ibv_close_device(ibv_context* /*context*/) {
-    return 0;
-}
-
-int ibv_query_device(ibv_context* /*context*/, ibv_device_attr* attr) {
-    *attr = ibv_device_attr{};
-    attr->phys_port_cnt = static_cast<std::uint8_t>(state().device.ports);
-    attr->max_cqe = 4096;
-    attr->max_qp_wr = 1024;
-    return 0;
-}
-
-int(ibv_query_port)(ibv_context* /*context*/, std::uint8_t port, _compat_ibv_port_attr* compat) {
-    if (port < 1 || port > state().device.ports) {
-        return EINVAL;
-    }
-    auto* attr = reinterpret_cast<ibv_port_attr*>(compat);
-    attr->state = IBV_PORT_ACTIVE;
-    attr->active_mtu = IBV_MTU_4096;
-    attr->lid = lid_of(port);
-    attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
-    attr->gid_tbl_len = 1;
-    return 0;
-}
-
-int ibv_query_gid(ibv_context* /*context*/, std::uint8_t port, int /*index*/, ibv_gid* gid) {
-    std::memset(gid, 0, sizeof *gid);
-    gid->raw[15] = port;
-    gid->raw[0] = 0xfe;
-    return 0;
-}
-
-ibv_pd* ibv_alloc_pd(ibv_context* context) {
-    auto* pd = new ibv_pd{};
-    pd->context = context;
-    return pd;
-}
-
-int ibv_dealloc_pd(ibv_pd* pd) {
-    delete pd;
-    return 0;
 }
 
 ibv_cq* ibv_create_cq(ibv_context* context, int entries, void* /*user*/,
@@ -423,7 +339,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     std::lock_guard<std::recursive_mutex> lock(state().mutex);
-    if (attr->qp_type != IBV_QPT_RC || attr->cap.max_inline_data > max_inline) {
+    if (attr->qp_type != IBV_QPT_RC || attr->cap.max_inline_data > verbs_fake::max_inline) {
         errno = EINVAL;
         return nullptr;
     }
@@ -451,24 +367,19 @@ int ibv_destroy_qp(ibv_qp* qp) {
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     std::lock_guard<std::recursive_mutex> lock(state().mutex);
     Pair& pair = *state().pairs.at(qp->qp_num);
-    if ((mask & IBV_QP_STATE) == 0) {
+    if (!verbs_fake::transition_complete(attr->qp_state, mask)) {
         return EINVAL;
     }
-    const int needed_init = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-    const int needed_rtr = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    const int needed_rts = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC;
     switch (attr->qp_state) {
     case IBV_QPS_INIT:
-        if (pair.qp.state != IBV_QPS_RESET || (mask & needed_init) != needed_init ||
-            attr->port_num < 1 || attr->port_num > state().device.ports) {
+        if (pair.qp.state != IBV_QPS_RESET || attr->port_num < 1 ||
+            attr->port_num > verbs_fake::ports) {
             return EINVAL;
         }
         pair.port = attr->port_num;
         break;
     case IBV_QPS_RTR: {
-        if (pair.qp.state != IBV_QPS_INIT || (mask & needed_rtr) != needed_rtr) {
+        if (pair.qp.state != IBV_QPS_INIT) {
             return EINVAL;
         }
         auto peer = state().pairs.find(attr->dest_qp_num);
@@ -482,7 +393,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
         break;
     }
     case IBV_QPS_RTS:
-        if (pair.qp.state != IBV_QPS_RTR || (mask & needed_rts) != needed_rts) {
+        if (pair.qp.state != IBV_QPS_RTR) {
             return EINVAL;
         }
         pair.send_psn = attr->sq_psn;
@@ -496,8 +407,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 
 ibv_mr*(ibv_reg_mr)(ibv_pd* pd, void* address, std::size_t bytes, int access) {
     std::lock_guard<std::recursive_mutex> lock(state().mutex);
-    if (bytes == 0 || (access & IBV_ACCESS_REMOTE_WRITE) == 0 ||
-        (access & IBV_ACCESS_LOCAL_WRITE) == 0) {
+    if (!verbs_fake::access_supported(bytes, access)) {
         errno = EINVAL;
         return nullptr;
     }

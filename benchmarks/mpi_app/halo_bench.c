@@ -4,6 +4,7 @@
  * MPI_Allreduce, timed per size. It knows nothing of pmr; scripts/bench-interposer.sh runs it
  * with and without pmr-run and prints the ratios.
  *   mpirun -np N halo_bench [--sizes 8,4096,...] [--samples 5] [--seconds 0.05]
+ *                           [--patterns persistent,isend,allreduce]
  * Output, on rank 0, one line per measurement: "pattern bytes microseconds-per-round". */
 #include <mpi.h>
 
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     long sizes[32] = {8, 64, 512, 4096, 32768, 65536, 262144, 1048576, 4194304, 16777216};
     int nsizes = 10, samples = 5;
     double seconds = 0.05;
+    int run[3] = {1, 1, 1}; /* persistent, isend, allreduce */
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             nsizes = 0;
@@ -57,6 +59,11 @@ int main(int argc, char** argv) {
             }
         } else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc) {
             samples = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--patterns") == 0 && i + 1 < argc) {
+            const char* list = argv[++i];
+            run[0] = strstr(list, "persistent") != NULL;
+            run[1] = strstr(list, "isend") != NULL;
+            run[2] = strstr(list, "allreduce") != NULL;
         } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = atof(argv[++i]);
         }
@@ -79,7 +86,13 @@ int main(int argc, char** argv) {
         MPI_Recv_init(recv + n, n, MPI_DOUBLE, up, tag + 1, MPI_COMM_WORLD, &req[1]);
         MPI_Send_init(send, n, MPI_DOUBLE, up, tag, MPI_COMM_WORLD, &req[2]);
         MPI_Send_init(send + n, n, MPI_DOUBLE, down, tag + 1, MPI_COMM_WORLD, &req[3]);
-        for (int pattern = 0; pattern < 3; ++pattern) {
+        /* The global sum first (once, at the first size), so that every size of the exchange is
+         * measured in the same state: after the same million global sums. */
+        for (int step = 0; step < 3; ++step) {
+            const int pattern = (step + 2) % 3;
+            if (!run[pattern] || (pattern == 2 && s != 0)) {
+                continue;
+            }
             /* Warm-up (and, under pmr-run, the switch of the streams to pmr), then the number of
              * rounds that takes about `seconds`, agreed by all ranks. */
             int rounds = 16;
@@ -130,9 +143,6 @@ int main(int argc, char** argv) {
                 printf("%s %ld %.3f\n", name, pattern == 2 ? 8L : sizes[s],
                        times[samples / 2] * 1e6);
                 fflush(stdout);
-            }
-            if (pattern == 2 && s != 0) {
-                break;
             }
         }
         for (int k = 0; k < 4; ++k) {

@@ -42,8 +42,8 @@ enum class ReduceOp : unsigned char { sum, max, min };
 
 /// How an Allreduce moves its data.
 enum class AllreduceAlgorithm : unsigned char {
-    /// Chosen at set-up from the vector size and the number of ranks (see the README), unless
-    /// PMR_ALLREDUCE_ALGORITHM names one of the others.
+    /// Chosen at set-up from the vector size and the number of ranks (see docs/collectives.md),
+    /// unless PMR_ALLREDUCE_ALGORITHM names one of the others.
     automatic,
     /// log2(p) exchanges of the whole vector with partners at distance 1, 2, 4, ...; for p not a
     /// power of two the first 2r ranks (r = p - 2^floor(log2 p)) fold pairwise first and get the
@@ -75,13 +75,14 @@ enum class AllreduceAlgorithm : unsigned char {
 /// rank gets bitwise the same result, and the same inputs on the same communicator with the same
 /// algorithm give bitwise the same result in every run.
 enum class ReductionOrder : unsigned char {
-    /// The order of the algorithm (documented in the README): recursive doubling combines a
-    /// balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank, direct
-    /// the rank order. Results
-    /// of floating-point sums may differ between algorithms (and rank counts).
+    /// The order of the algorithm (documented in docs/collectives.md): recursive doubling combines
+    /// a balanced tree over the ranks, ring a chain per chunk starting at the chunk's rank, direct
+    /// the rank order. Results of floating-point sums may differ between algorithms (and rank
+    /// counts).
     algorithm,
     /// Left to right by rank, x_0 + x_1 + ... + x_{p-1}, whatever the algorithm: the result
-    /// depends on the inputs and their ranks only. Costs more data movement (see the README).
+    /// depends on the inputs and their ranks only. Costs more data movement (see
+    /// docs/collectives.md).
     rank,
 };
 

@@ -50,8 +50,8 @@ std::optional<NeighborAlgorithm> neighbor_algorithm_from_string(std::string_view
 /// algorithm (construction throws ArgumentError otherwise); for the sizes the larger value of the
 /// two ends is used.
 struct NeighborOptions {
-    /// The algorithm; the environment variable `PMR_NEIGHBOR_ALGORITHM` (direct, split, auto)
-    /// overrides it.
+    /// The algorithm; left automatic, the environment variable `PMR_NEIGHBOR_ALGORITHM`
+    /// (direct, split, auto) may choose another (a value in code wins: pmr/settings.hpp).
     NeighborAlgorithm algorithm = NeighborAlgorithm::automatic;
     /// automatic: messages of at least this many bytes are split. 0: `PMR_NEIGHBOR_CROSSOVER`
     /// (bytes, suffixes K and M allowed), else the calibration (below), else a default per

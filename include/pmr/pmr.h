@@ -5,7 +5,7 @@
  * Valid C99 (and later) and C++. Link with libpmr (`pkg-config --cflags --libs pmr`, or
  * `pmr::pmr` in CMake); no C++ compiler is needed to use it.
  *
- * The model is that of the C++ API (README.md, "The model in five rules"):
+ * The model is that of the C++ API (README.md, "The model in six rules"):
  *   - Connections pair by tags: (comm, p, a, b) on rank q pairs with (comm, q, b, a) on rank p.
  *   - Windows pair in creation order: the k-th send window of a connection pairs with the k-th
  *     receive window of the partner's connection. A send window may be smaller than its receive
@@ -171,7 +171,7 @@ int pmr_connection_create_neighbor(pmr_communicator c, int dimension, int direct
                                    pmr_connection* out);
 
 /* ------------------------------------------------------------------------------------------- */
-/* Collectives (README.md, "Collectives")                                                        */
+/* Collectives (docs/collectives.md)                                                             */
 /* ------------------------------------------------------------------------------------------- */
 
 /* Element types of pmr_allreduce_create. */
@@ -222,7 +222,7 @@ int pmr_barrier_run(pmr_barrier b);
 int pmr_barrier_destroy(pmr_barrier* b);
 
 /* ------------------------------------------------------------------------------------------- */
-/* Neighbour exchange (README.md, "The neighbour exchange")                                      */
+/* Neighbour exchange (docs/guide.md, "Neighbour exchange over several rails")                   */
 /* ------------------------------------------------------------------------------------------- */
 
 /* Algorithms (PMR_NEIGHBOR_AUTOMATIC lets PMR_NEIGHBOR_ALGORITHM, the crossover or a set-up

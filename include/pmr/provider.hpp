@@ -5,6 +5,7 @@
 
 #include <pmr/config.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,23 @@ bool is_compiled(Provider provider) noexcept;
 
 /// Comma-separated list of the compiled providers, for messages.
 std::string compiled_providers_string();
+
+/// What a provider says about itself (the static description of its type), for code that adapts
+/// to it, such as the neighbour exchange: nobody asks a provider its name to learn what it can do.
+struct ProviderTraits {
+    /// Whether a connection may have several rails (SendWindow::post(ranges)).
+    bool has_rails = false;
+    /// > 0: chosen by default for the peers it reaches, the highest first; 0: only when forced.
+    int preference = 0;
+    /// Messages from this size on gain from being split over several rails (the neighbour
+    /// exchange's crossover where nothing else gives one).
+    std::size_t split_crossover_bytes = std::size_t{4} << 10;
+    /// The smallest fragment worth a rail of its own.
+    std::size_t min_fragment_bytes = std::size_t{1} << 10;
+};
+
+/// The description of `provider`; the defaults above for a provider not compiled in.
+ProviderTraits traits(Provider provider) noexcept;
 
 /// One rail of a connection: an independent network path (a NIC, a port, a Tofu network
 /// interface) that SendWindow::post(ranges) can put pieces of a message on.

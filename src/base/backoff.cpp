@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "base/backoff.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <unistd.h>
@@ -14,10 +16,9 @@ constexpr std::int64_t floor_ns = 500;
 
 long launcher_ranks_on_node() {
     for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-        const char* text = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
-        if (text != nullptr && *text != '\0') {
+        if (const auto text = settings::environment(name)) {
             char* end = nullptr;
-            const long value = std::strtol(text, &end, 10);
+            const long value = std::strtol(text->c_str(), &end, 10);
             if (*end == '\0' && value > 0) {
                 return value;
             }

@@ -3,6 +3,8 @@
 
 #include "base/error.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -446,20 +448,20 @@ HopStatistics neighbour_hops(const Mapping& mapping) {
 }
 
 bool shape_from_environment(Shape& shape) {
-    const char* text = std::getenv("PMR_TOFU_SHAPE");
-    if (text == nullptr || *text == '\0') {
+    const auto text = settings::text("PMR_TOFU_SHAPE");
+    if (!text) {
         return false;
     }
-    shape = parse_shape(text, "environment variable PMR_TOFU_SHAPE");
+    shape = parse_shape(*text, "environment variable PMR_TOFU_SHAPE");
     return true;
 }
 
 std::vector<Node> faulty_from_environment(const Shape& shape) {
-    const char* text = std::getenv("PMR_TOFU_FAULTY");
-    if (text == nullptr) {
+    const auto text = settings::text("PMR_TOFU_FAULTY");
+    if (!text) {
         return {};
     }
-    auto nodes = parse_nodes(text, nullptr, "environment variable PMR_TOFU_FAULTY");
+    auto nodes = parse_nodes(*text, nullptr, "environment variable PMR_TOFU_FAULTY");
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
                                [&](const Node& n) { return !shape.contains(n); }),
                 nodes.end());

@@ -2,7 +2,8 @@
 #include "base/environment.hpp"
 #include "base/error.hpp"
 #include "base/tofu_topology.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 
 #include <pmr/communicator.hpp>
 #include <pmr/target.hpp>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "base/environment.hpp"
 #include "base/error.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 
 #include <pmr/communicator.hpp>
 #include <pmr/target.hpp>

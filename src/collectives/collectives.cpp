@@ -12,6 +12,7 @@
 
 #include <pmr/collectives.hpp>
 #include <pmr/memory.hpp>
+#include <pmr/settings.hpp>
 
 #include <algorithm>
 #include <array>
@@ -186,16 +187,6 @@ Element element_of(ElementKind kind) {
         break;
     }
     return {1, "bytes", nullptr};
-}
-
-// ---- Settings from the environment --------------------------------------------------------------
-
-std::optional<std::string> environment(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') {
-        return std::nullopt;
-    }
-    return std::string(value);
 }
 
 // ---- Agreement between ranks --------------------------------------------------------------------
@@ -567,30 +558,23 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
     std::string problem;
     AllreduceAlgorithm algorithm = options.algorithm;
     ReductionOrder order = options.order;
-    if (algorithm == AllreduceAlgorithm::automatic) {
-        if (auto value = environment("PMR_ALLREDUCE_ALGORITHM")) {
-            if (*value == "recursive_doubling" || *value == "rd") {
-                algorithm = AllreduceAlgorithm::recursive_doubling;
-            } else if (*value == "ring") {
-                algorithm = AllreduceAlgorithm::ring;
-            } else if (*value == "trinaryx3") {
-                algorithm = AllreduceAlgorithm::trinaryx3;
-            } else if (*value == "direct") {
-                algorithm = AllreduceAlgorithm::direct;
-            } else if (*value != "automatic" && *value != "auto") {
-                problem = "PMR_ALLREDUCE_ALGORITHM=" + *value +
-                          " is not one of automatic, recursive_doubling (rd), ring, trinaryx3, "
-                          "direct";
-            }
+    try {
+        if (algorithm == AllreduceAlgorithm::automatic) {
+            const std::string chosen = *settings::choice("PMR_ALLREDUCE_ALGORITHM");
+            algorithm = chosen == "recursive_doubling" ? AllreduceAlgorithm::recursive_doubling
+                        : chosen == "ring"             ? AllreduceAlgorithm::ring
+                        : chosen == "trinaryx3"        ? AllreduceAlgorithm::trinaryx3
+                        : chosen == "direct"           ? AllreduceAlgorithm::direct
+                                                       : AllreduceAlgorithm::automatic;
         }
-    }
-    if (order == ReductionOrder::algorithm) {
-        if (auto value = environment("PMR_ALLREDUCE_ORDER")) {
-            if (*value == "rank") {
-                order = ReductionOrder::rank;
-            } else if (*value != "algorithm") {
-                problem = "PMR_ALLREDUCE_ORDER=" + *value + " is not one of algorithm, rank";
-            }
+        if (order == ReductionOrder::algorithm &&
+            *settings::choice("PMR_ALLREDUCE_ORDER") == "rank") {
+            order = ReductionOrder::rank;
+        }
+    } catch (const ArgumentError& e) {
+        problem = e.what(); // reported on every rank after the agreement
+        if (problem.rfind("pmr: ", 0) == 0) {
+            problem.erase(0, 5);
         }
     }
 

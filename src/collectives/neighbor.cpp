@@ -11,8 +11,11 @@
 // window of the other.
 #include "collectives/engine.hpp"
 
+#include "base/error.hpp"
+
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
+#include <pmr/settings.hpp>
 #include <pmr/target.hpp>
 
 #include <algorithm>
@@ -64,30 +67,16 @@ constexpr int calibration_rounds = 2;
 constexpr std::size_t buffer_alignment = 64;
 
 /// Defaults when neither the options, the environment nor the calibration (automatic's default)
-/// name a size. UCX stripes its own rendezvous transfers only in pieces of 16 KiB and up: smaller
-/// fragments cost more in per-put overhead than a second rail wins; on shaped 100 Mbit/s veth
-/// rails (scripts/netns-rails.sh) split lost at 64 KiB and won from 256 KiB, hence the crossover
-/// of 128 KiB. The emulated Tofu (8 ranks on a 2 x 2 x 2 torus, 4 TNIs, model k) has split
-/// slower than direct up to 64 KiB and faster from 256 KiB: a split message costs 10 puts
-/// against 4 to 5 whole (its pieces, a round word per further rail, the notice and the credit),
-/// and every put of the emulation costs CPU that the 2 cores of the measuring machine lack, while
-/// the model's K injection bandwidth (15 GB/s for 4 x 4.76 GB/s of TNIs) caps what split can win
-/// at 5%. Real TNIs, whose puts cost no CPU, split from 4 KiB profitably (the seed), which is
-/// what the calibration finds where it runs on them; other providers with rails take that.
+/// name a size: what the provider says of itself (pmr::traits(); the reasons for each value are
+/// with the provider).
 struct SizeDefaults {
     std::size_t crossover;
     std::size_t min_fragment;
 };
 
 SizeDefaults size_defaults(Provider provider) {
-    const std::string_view name = to_string(provider);
-    if (name == "ucx") {
-        return {std::size_t{128} << 10, std::size_t{16} << 10};
-    }
-    if (name == "tofu") {
-        return {std::size_t{256} << 10, std::size_t{1} << 10};
-    }
-    return {std::size_t{4} << 10, std::size_t{1} << 10};
+    const ProviderTraits t = traits(provider);
+    return {t.split_crossover_bytes, t.min_fragment_bytes};
 }
 
 std::string where(int rank, std::size_t index, int peer) {
@@ -95,68 +84,14 @@ std::string where(int rank, std::size_t index, int peer) {
            std::to_string(index) + " (rank " + std::to_string(peer) + ")";
 }
 
-/// A size in bytes from the environment: digits and an optional K, M or G (powers of 1024).
-std::optional<std::size_t> environment_bytes(const char* name) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') {
-        return std::nullopt;
+/// The precedence rule of pmr/settings.hpp: the options where they choose, else
+/// PMR_NEIGHBOR_ALGORITHM, else automatic.
+NeighborAlgorithm chosen_algorithm(NeighborAlgorithm in_code) {
+    if (in_code != NeighborAlgorithm::automatic) {
+        return in_code;
     }
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    std::size_t shift = 0;
-    if (end != text && *end != '\0' && end[1] == '\0') {
-        switch (std::toupper(static_cast<unsigned char>(*end))) {
-        case 'K':
-            shift = 10;
-            ++end;
-            break;
-        case 'M':
-            shift = 20;
-            ++end;
-            break;
-        case 'G':
-            shift = 30;
-            ++end;
-            break;
-        default:
-            break;
-        }
-    }
-    if (end == text || *end != '\0' || *text == '-') {
-        throw ArgumentError(std::string("pmr: ") + name + "=\"" + text +
-                            "\" is not a size in bytes; give a number with an optional K, M or G "
-                            "suffix, e.g. 64K");
-    }
-    return static_cast<std::size_t>(value) << shift;
-}
-
-/// A yes/no setting from the environment: unset or empty is `true`; 0, no, off and false are no.
-bool environment_flag(const char* name) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') {
-        return true;
-    }
-    const std::string value(text);
-    if (value == "0" || value == "no" || value == "off" || value == "false") {
-        return false;
-    }
-    if (value == "1" || value == "yes" || value == "on" || value == "true") {
-        return true;
-    }
-    throw ArgumentError(std::string("pmr: ") + name + "=\"" + text +
-                        "\" is not a yes/no setting; use 1 or 0");
-}
-
-NeighborAlgorithm chosen_algorithm(NeighborAlgorithm requested) {
-    const char* text = std::getenv("PMR_NEIGHBOR_ALGORITHM");
-    if (text == nullptr || *text == '\0') {
-        return requested;
-    }
-    if (auto algorithm = neighbor_algorithm_from_string(text)) {
-        return *algorithm;
-    }
-    throw ArgumentError(std::string("pmr: PMR_NEIGHBOR_ALGORITHM=\"") + text +
-                        "\" is not a neighbour algorithm; use direct, split or auto");
+    return neighbor_algorithm_from_string(*settings::choice("PMR_NEIGHBOR_ALGORITHM"))
+        .value_or(NeighborAlgorithm::automatic);
 }
 
 /// First element of fragment `f` of `count` elements cut into `parts` nearly equal fragments.
@@ -362,10 +297,10 @@ void NeighborCore::State::allocate_owned() {
 }
 
 void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
-    const std::optional<std::size_t> crossover_env = environment_bytes("PMR_NEIGHBOR_CROSSOVER");
-    const std::optional<std::size_t> fragment_env = environment_bytes("PMR_NEIGHBOR_MIN_FRAGMENT");
+    const std::optional<std::size_t> crossover_env = settings::size("PMR_NEIGHBOR_CROSSOVER");
+    const std::optional<std::size_t> fragment_env = settings::size("PMR_NEIGHBOR_MIN_FRAGMENT");
     calibrate = algorithm == NeighborAlgorithm::automatic && options.crossover_bytes == 0 &&
-                !crossover_env && options.calibrate && environment_flag("PMR_NEIGHBOR_CALIBRATE");
+                !crossover_env && options.calibrate && *settings::flag("PMR_NEIGHBOR_CALIBRATE");
     // Every connection exists on every rank by now, so each handshake completes. Then every window
     // is created before any is first used: the first init() of a window waits for the peer's
     // matching window, which the peer may create only after its own windows to other neighbours.
@@ -410,42 +345,43 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
         const std::string at = here(link);
         if (link.header_recv.received_bytes() != header_words * sizeof(std::uint64_t) ||
             peer[0] != header_magic) {
-            throw ArgumentError("pmr: " + at +
-                                ": the peer's connection is not a neighbour exchange of this "
-                                "pmr version; create the same exchanges in the same order on "
-                                "both ranks");
+            raise<ArgumentError>(
+                "the peer's connection is not a neighbour exchange of this pmr version", at,
+                "Create the same exchanges in the same order on both ranks.");
         }
         if (peer[1] != element_size) {
-            throw ArgumentError("pmr: " + at + ": elements of " + std::to_string(element_size) +
-                                " bytes here, " + std::to_string(peer[1]) +
-                                " bytes on the peer; both must use the same element type");
+            raise<ArgumentError>("elements of " + std::to_string(element_size) + " bytes here, " +
+                                     std::to_string(peer[1]) + " bytes on the peer",
+                                 at, "Both must use the same element type.");
         }
         const auto bytes_text = [&](std::uint64_t bytes) {
             return std::to_string(bytes / element_size) + " elements";
         };
         if (peer[2] != link.recv_bytes) {
-            throw SizeError("pmr: " + at + ": expects " + bytes_text(link.recv_bytes) +
-                            " from the peer, which sends " + bytes_text(peer[2]) +
-                            "; the recv count here must equal the send count there");
+            raise<SizeError>("expects " + bytes_text(link.recv_bytes) +
+                                 " from the peer, which sends " + bytes_text(peer[2]),
+                             at, "The recv count here must equal the send count there.");
         }
         if (peer[3] != link.send_bytes) {
-            throw SizeError("pmr: " + at + ": sends " + bytes_text(link.send_bytes) +
-                            " to the peer, which expects " + bytes_text(peer[3]) +
-                            "; the send count here must equal the recv count there");
+            raise<SizeError>("sends " + bytes_text(link.send_bytes) +
+                                 " to the peer, which expects " + bytes_text(peer[3]),
+                             at, "The send count here must equal the recv count there.");
         }
         if (peer[4] != static_cast<std::uint64_t>(algorithm)) {
-            throw ArgumentError(
-                "pmr: " + at + ": algorithm " + std::string(to_string(algorithm)) + " here, " +
-                std::string(to_string(static_cast<NeighborAlgorithm>(peer[4]))) +
-                " on the peer; give every rank the same options and PMR_NEIGHBOR_ALGORITHM");
+            raise<ArgumentError>(
+                "algorithm " + std::string(to_string(algorithm)) + " here, " +
+                    std::string(to_string(static_cast<NeighborAlgorithm>(peer[4]))) +
+                    " on the peer",
+                at, "Give every rank the same options and PMR_NEIGHBOR_ALGORITHM.");
         }
         if (peer[8] != (calibrate ? 1U : 0U)) {
-            throw ArgumentError(
-                "pmr: " + at + ": automatic " +
-                std::string(calibrate ? "calibrates here and takes a given crossover on the peer"
-                                      : "takes a given crossover here and calibrates on the peer") +
-                "; give every rank the same crossover_bytes and calibrate options and the same "
-                "PMR_NEIGHBOR_CROSSOVER and PMR_NEIGHBOR_CALIBRATE");
+            raise<ArgumentError>(
+                std::string("automatic ") +
+                    (calibrate ? "calibrates here and takes a given crossover on the peer"
+                               : "takes a given crossover here and calibrates on the peer"),
+                at,
+                "Give every rank the same crossover_bytes and calibrate options and the same "
+                "PMR_NEIGHBOR_CROSSOVER and PMR_NEIGHBOR_CALIBRATE.");
         }
         link.crossover = std::max<std::size_t>(link.crossover, peer[5]);
         link.min_fragment = std::max<std::size_t>(link.min_fragment, peer[6]);
@@ -643,9 +579,9 @@ std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint6
             const std::uint64_t* in = link.header_recv.data();
             if (link.header_recv.received_bytes() != (values.size() + 1) * sizeof(std::uint64_t) ||
                 in[0] != header_magic + 1 + r) {
-                throw ArgumentError("pmr: " + here(link) +
-                                    ": the peer's calibration message is out of step; create "
-                                    "the same exchanges in the same order on every rank");
+                raise<ArgumentError>("the peer's calibration message is out of step", here(link),
+                                     "Create the same exchanges in the same order on every "
+                                     "rank.");
             }
             for (std::size_t i = 0; i < values.size(); ++i) {
                 values[i] = std::max(values[i], in[i + 1]);
@@ -707,23 +643,24 @@ NeighborCore::NeighborCore(const Communicator& comm, const std::vector<Neighbor>
     s.neighbors = neighbors;
     s.element_size = element_size;
     s.algorithm = chosen_algorithm(options.algorithm);
-    const std::string self = "pmr: neighbour exchange on rank " + std::to_string(s.rank);
+    const std::string self = "neighbour exchange on rank " + std::to_string(s.rank);
     if (send.empty() && recv.empty()) {
         s.owned = true; // allocated once the fragments are known (make_windows)
         s.send.assign(neighbors.size(), nullptr);
         s.recv.assign(neighbors.size(), nullptr);
     } else {
         if (send.size() != neighbors.size() || recv.size() != neighbors.size()) {
-            throw ArgumentError(self + ": " + std::to_string(neighbors.size()) +
-                                " neighbours but " + std::to_string(send.size()) + " send and " +
-                                std::to_string(recv.size()) +
-                                " receive buffers; give one buffer per neighbour and side");
+            raise<ArgumentError>(std::to_string(neighbors.size()) + " neighbours but " +
+                                     std::to_string(send.size()) + " send and " +
+                                     std::to_string(recv.size()) + " receive buffers",
+                                 self, "Give one buffer per neighbour and side.");
         }
         for (std::size_t i = 0; i < neighbors.size(); ++i) {
             if ((send[i] == nullptr && neighbors[i].send_count > 0) ||
                 (recv[i] == nullptr && neighbors[i].recv_count > 0)) {
-                throw ArgumentError(self + ": null buffer for neighbour " + std::to_string(i) +
-                                    " with a count above 0");
+                raise<ArgumentError>("null buffer for neighbour " + std::to_string(i) +
+                                         " with a count above 0",
+                                     self);
             }
             s.send.push_back(static_cast<std::byte*>(send[i]));
             s.recv.push_back(static_cast<std::byte*>(recv[i]));
@@ -760,13 +697,14 @@ NeighborCore::~NeighborCore() = default;
 
 void NeighborCore::start() {
     if (!state_) {
-        throw UsageError("pmr: start() on an empty (moved-from) neighbour exchange");
+        raise<UsageError>("start() on an empty (moved-from) neighbour exchange",
+                          "neighbour exchange");
     }
     State& s = *state_;
     if (s.running) {
-        throw UsageError("pmr: neighbour exchange on rank " + std::to_string(s.rank) +
-                         ": start() while a round is running; call wait() or test() until it "
-                         "returns true first");
+        raise<UsageError>("start() while a round is running",
+                          "neighbour exchange on rank " + std::to_string(s.rank),
+                          "Call wait() or test() until it returns true first.");
     }
     s.round();
     s.begin_round();
@@ -775,8 +713,8 @@ void NeighborCore::start() {
 
 void NeighborCore::wait() {
     if (!state_ || !state_->running) {
-        throw UsageError("pmr: wait() on a neighbour exchange without a running round; call "
-                         "start() first");
+        raise<UsageError>("wait() without a running round", "neighbour exchange",
+                          "Call start() first.");
     }
     State& s = *state_;
     // Every window is polled once, as hand-written code would wait on each (a window whose round
@@ -817,8 +755,8 @@ void NeighborCore::wait() {
 
 bool NeighborCore::test() {
     if (!state_ || !state_->running) {
-        throw UsageError("pmr: test() on a neighbour exchange without a running round; call "
-                         "start() first");
+        raise<UsageError>("test() without a running round", "neighbour exchange",
+                          "Call start() first.");
     }
     if (!state_->poll_unfinished()) {
         return false;
@@ -833,9 +771,10 @@ std::size_t NeighborCore::size() const noexcept {
 
 const Neighbor& NeighborCore::neighbor(std::size_t neighbor) const {
     if (!state_ || neighbor >= state_->neighbors.size()) {
-        throw ArgumentError("pmr: neighbour index " + std::to_string(neighbor) +
-                            " is out of range: the exchange has " + std::to_string(size()) +
-                            " neighbours");
+        raise<ArgumentError>("neighbour index " + std::to_string(neighbor) +
+                                 " is out of range: the exchange has " + std::to_string(size()) +
+                                 " neighbours",
+                             "neighbour exchange");
     }
     return state_->neighbors[neighbor];
 }
@@ -905,14 +844,16 @@ std::vector<Neighbor> cartesian_neighbors(const Communicator& cart,
                                           const std::vector<std::size_t>& counts, int tag_offset) {
     const int dims = cart.dimensions();
     if (dims == 0) {
-        throw UsageError("pmr: neighbour exchange on rank " + std::to_string(cart.rank()) +
-                         ": the communicator has no Cartesian grid; make it with "
-                         "pmr::Communicator(comm, dims, periodic) or give a neighbour list");
+        raise<UsageError>("the communicator has no Cartesian grid",
+                          "neighbour exchange on rank " + std::to_string(cart.rank()),
+                          "Make it with pmr::Communicator(comm, dims, periodic) or give a "
+                          "neighbour list.");
     }
     if (counts.size() != 2 * static_cast<std::size_t>(dims)) {
-        throw ArgumentError("pmr: neighbour exchange on rank " + std::to_string(cart.rank()) +
-                            ": " + std::to_string(counts.size()) + " counts for a grid of " +
-                            std::to_string(dims) + " dimensions; give 2 per dimension");
+        raise<ArgumentError>(std::to_string(counts.size()) + " counts for a grid of " +
+                                 std::to_string(dims) + " dimensions",
+                             "neighbour exchange on rank " + std::to_string(cart.rank()),
+                             "Give 2 per dimension.");
     }
     std::vector<Neighbor> neighbors;
     for (int d = 0; d < dims; ++d) {

@@ -40,6 +40,20 @@ std::vector<Ranked> ranked_providers() {
 
 } // namespace
 
+ProviderTraits traits(Provider provider) noexcept {
+    ProviderTraits t;
+    detail::Compiled::dispatch(provider, [&](auto p) {
+        using P = decltype(p);
+        t.has_rails = P::has_rails;
+        t.preference = P::preference;
+        if constexpr (detail::check::has_split_hints<P>::value) {
+            t.split_crossover_bytes = P::split_crossover_bytes;
+            t.min_fragment_bytes = P::min_fragment_bytes;
+        }
+    });
+    return t;
+}
+
 std::string_view to_string(Provider provider) noexcept {
     const auto index = static_cast<std::size_t>(provider);
     return index < names.size() ? names[index] : std::string_view("unknown");

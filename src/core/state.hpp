@@ -3,7 +3,8 @@
 #pragma once
 
 #include "base/environment.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
 #include "providers/compiled.hpp"
 
 #include <pmr/connection.hpp>

@@ -17,6 +17,9 @@ namespace pmr::mpi {
 
 namespace {
 
+// Collective signatures followed per communicator (carried or not).
+constexpr std::size_t followed_signatures = 256;
+
 using pmr::detail::ElementKind;
 
 /// The element kind pmr reduces for a built-in MPI type, or bytes if none.
@@ -78,14 +81,9 @@ bool reduce_op_of(MPI_Op op, pmr::ReduceOp& out) {
 /// ((x0 + x1) + (x2 + x3) on 4 ranks) is the one MPI libraries use for short vectors on a power
 /// of two ranks, so that results match MPI's to the last bit there; pmr's automatic choice
 /// otherwise (PMR_MPI_RD_BYTES=0: always automatic).
-pmr::AllreduceOptions allreduce_options(std::size_t bytes) {
-    static const std::size_t limit = [] {
-        const char* v = std::getenv("PMR_MPI_RD_BYTES");
-        return v != nullptr && *v != '\0' ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10))
-                                          : std::size_t{64} << 10;
-    }();
+pmr::AllreduceOptions allreduce_options(std::size_t bytes, std::size_t rd_bytes) {
     pmr::AllreduceOptions options;
-    if (bytes <= limit) {
+    if (bytes <= rd_bytes) {
         options.algorithm = pmr::AllreduceAlgorithm::recursive_doubling;
     }
     return options;
@@ -103,8 +101,20 @@ std::int64_t describe(int kind, std::int64_t a, std::int64_t b, std::int64_t c) 
 
 } // namespace
 
-CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bool qualifies) {
-    CollectiveState& state = comm.collectives[key];
+CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bool qualifies,
+                                        std::size_t bytes) {
+    auto it = comm.collectives.find(key);
+    if (it == comm.collectives.end()) {
+        // Every rank calls the same collectives in the same order, so every rank stops following
+        // new signatures at the same call (a code summing ever new lengths would otherwise grow
+        // the map, and each carried one holds windows).
+        if (comm.collectives.size() >= followed_signatures) {
+            return nullptr;
+        }
+        it = comm.collectives.emplace(key, CollectiveState{}).first;
+        it->second.bytes = bytes;
+    }
+    CollectiveState& state = it->second;
     if (state.decided) {
         return state.core ? &state : nullptr;
     }
@@ -138,7 +148,7 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
             reduce_op_of(key.op, op);
             state.core = pmr::detail::CollectiveCore::allreduce(
                 *comm.pcomm, element_of(key.type), static_cast<std::size_t>(key.count), op,
-                allreduce_options(state.bytes), nullptr, nullptr);
+                allreduce_options(state.bytes, settings_.rd_bytes), nullptr, nullptr);
         } else if (key.kind == 1) {
             state.core = pmr::detail::CollectiveCore::barrier(*comm.pcomm);
         } else {
@@ -177,11 +187,8 @@ int Interposer::allreduce(const void* in, void* out, int count, MPI_Datatype typ
         qualifies = reduce == pmr::ReduceOp::sum;
     }
     CollectiveKey key{0, count, type, op, 0};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = static_cast<std::size_t>(count) * element_bytes(kind);
-    }
-    CollectiveState* state = collective(*c, key, qualifies);
+    CollectiveState* state =
+        collective(*c, key, qualifies, static_cast<std::size_t>(count) * element_bytes(kind));
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.
@@ -210,11 +217,8 @@ int Interposer::iallreduce(const void* in, void* out, int count, MPI_Datatype ty
     }
     // A signature of its own: blocking and non-blocking collectives are separate sequences.
     CollectiveKey key{3, count, type, op, 0};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = static_cast<std::size_t>(count) * element_bytes(kind);
-    }
-    CollectiveState* state = collective(*c, key, qualifies);
+    CollectiveState* state =
+        collective(*c, key, qualifies, static_cast<std::size_t>(count) * element_bytes(kind));
     if (state == nullptr) {
         return PMPI_Iallreduce(in, out, count, type, op, comm, request);
     }
@@ -246,7 +250,7 @@ int Interposer::barrier(MPI_Comm comm) {
         return PMPI_Barrier(comm);
     }
     CollectiveState* state =
-        collective(*c, CollectiveKey{1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0}, true);
+        collective(*c, CollectiveKey{1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0}, true, 0);
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.
@@ -268,11 +272,8 @@ int Interposer::bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Com
     // Keyed by bytes, not by (count, type): MPI lets the ranks describe the same bytes
     // differently.
     CollectiveKey key{2, static_cast<std::int64_t>(bytes), MPI_DATATYPE_NULL, MPI_OP_NULL, root};
-    auto& pending = c->collectives[key];
-    if (!pending.decided) {
-        pending.bytes = bytes;
-    }
-    CollectiveState* state = collective(*c, key, info.contiguous && bytes <= settings_.max_bytes);
+    CollectiveState* state =
+        collective(*c, key, info.contiguous && bytes <= settings_.max_bytes, bytes);
     if (state == nullptr) {
         // Non-blocking on every rank alike (a blocking and a non-blocking collective do not
         // match), so that carried traffic keeps moving while it runs.
@@ -361,8 +362,7 @@ void Interposer::write_report() {
             mine[collective_bytes] += st.carried.bytes;
         }
     });
-    if (std::getenv("PMR_MPI_REPORT") != nullptr &&
-        std::strcmp(std::getenv("PMR_MPI_REPORT"), "2") == 0) {
+    if (settings_.report_level >= 2) {
         each_comm([&](Comm& comm) {
             for (auto& entry : comm.in) {
                 const InStream& s = *entry.second;

@@ -7,6 +7,8 @@
 
 #if defined(OPEN_MPI)
 
+#include "mpi/interposer.hpp"
+
 #include <cstddef>
 #include <vector>
 
@@ -89,6 +91,57 @@ private:
 
 MPI_Fint out(int rc) {
     return static_cast<MPI_Fint>(rc);
+}
+
+/// MPI_Waitsome and MPI_Testsome from Fortran: 1-based indices, statuses of the completed ones.
+void some(int (*call)(int, MPI_Request*, int*, int*, MPI_Status*), const MPI_Fint* incount,
+          MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices, MPI_Fint* statuses,
+          MPI_Fint* ierr) {
+    Statuses s(statuses, *incount);
+    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
+    int n = 0;
+    {
+        Requests r(requests, *incount);
+        *ierr = out(call(*incount, r.data(), &n, idx.data(), s.data()));
+    }
+    *outcount = n;
+    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
+        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
+    }
+    if (n != MPI_UNDEFINED) {
+        s.back(n);
+    }
+}
+
+// Messages of carried streams taken by a matched probe have no Fortran handle in MPI's tables:
+// they get negative integers of their own (MPI's are never negative) until received.
+std::vector<MPI_Message> claimed_messages;
+
+MPI_Fint message_c2f(MPI_Message m) {
+    if (!pmr::mpi::Interposer::get().claimed(m)) {
+        return PMPI_Message_c2f(m);
+    }
+    for (std::size_t i = 0; i < claimed_messages.size(); ++i) {
+        if (claimed_messages[i] == MPI_MESSAGE_NULL) {
+            claimed_messages[i] = m;
+            return -1 - static_cast<MPI_Fint>(i);
+        }
+    }
+    claimed_messages.push_back(m);
+    return -static_cast<MPI_Fint>(claimed_messages.size());
+}
+
+/// The C handle of a Fortran message handle; a claimed one's integer is free again.
+MPI_Message message_f2c(MPI_Fint f) {
+    if (f >= 0) {
+        return PMPI_Message_f2c(f);
+    }
+    const auto i = static_cast<std::size_t>(-1 - f);
+    const MPI_Message m = i < claimed_messages.size() ? claimed_messages[i] : MPI_MESSAGE_NULL;
+    if (i < claimed_messages.size()) {
+        claimed_messages[i] = MPI_MESSAGE_NULL;
+    }
+    return m;
 }
 
 } // namespace
@@ -235,20 +288,7 @@ void mpi_waitany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint
 
 void mpi_waitsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices,
                    MPI_Fint* statuses, MPI_Fint* ierr) {
-    Statuses s(statuses, *incount);
-    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
-    int n = 0;
-    {
-        Requests r(requests, *incount);
-        *ierr = out(MPI_Waitsome(*incount, r.data(), &n, idx.data(), s.data()));
-    }
-    *outcount = n;
-    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
-        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
-    }
-    if (n != MPI_UNDEFINED) {
-        s.back(n);
-    }
+    some(MPI_Waitsome, incount, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_testany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint* flag,
@@ -269,20 +309,7 @@ void mpi_testany_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* index, MPI_Fint
 
 void mpi_testsome_(MPI_Fint* incount, MPI_Fint* requests, MPI_Fint* outcount, MPI_Fint* indices,
                    MPI_Fint* statuses, MPI_Fint* ierr) {
-    Statuses s(statuses, *incount);
-    std::vector<int> idx(static_cast<std::size_t>(*incount > 0 ? *incount : 1));
-    int n = 0;
-    {
-        Requests r(requests, *incount);
-        *ierr = out(MPI_Testsome(*incount, r.data(), &n, idx.data(), s.data()));
-    }
-    *outcount = n;
-    for (int i = 0; i < n && n != MPI_UNDEFINED; ++i) {
-        indices[i] = idx[static_cast<std::size_t>(i)] + 1;
-    }
-    if (n != MPI_UNDEFINED) {
-        s.back(n);
-    }
+    some(MPI_Testsome, incount, requests, outcount, indices, statuses, ierr);
 }
 
 void mpi_request_get_status_(MPI_Fint* request, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr) {
@@ -303,7 +330,7 @@ void mpi_improbe_(MPI_Fint* source, MPI_Fint* tag, MPI_Fint* comm, MPI_Fint* fla
     *ierr = out(MPI_Improbe(*source, *tag, PMPI_Comm_f2c(*comm), &f, &m, status_out(status, &c)));
     *flag = f;
     if (f != 0) {
-        *message = PMPI_Message_c2f(m);
+        *message = message_c2f(m);
         status_back(status, &c);
     }
 }
@@ -313,8 +340,26 @@ void mpi_mprobe_(MPI_Fint* source, MPI_Fint* tag, MPI_Fint* comm, MPI_Fint* mess
     MPI_Status c;
     MPI_Message m = MPI_MESSAGE_NULL;
     *ierr = out(MPI_Mprobe(*source, *tag, PMPI_Comm_f2c(*comm), &m, status_out(status, &c)));
+    *message = message_c2f(m);
+    status_back(status, &c);
+}
+
+void mpi_mrecv_(void* buf, MPI_Fint* count, MPI_Fint* type, MPI_Fint* message, MPI_Fint* status,
+                MPI_Fint* ierr) {
+    MPI_Status c;
+    MPI_Message m = message_f2c(*message);
+    *ierr = out(MPI_Mrecv(buffer(buf), *count, PMPI_Type_f2c(*type), &m, status_out(status, &c)));
     *message = PMPI_Message_c2f(m);
     status_back(status, &c);
+}
+
+void mpi_imrecv_(void* buf, MPI_Fint* count, MPI_Fint* type, MPI_Fint* message, MPI_Fint* request,
+                 MPI_Fint* ierr) {
+    MPI_Message m = message_f2c(*message);
+    MPI_Request r = MPI_REQUEST_NULL;
+    *ierr = out(MPI_Imrecv(buffer(buf), *count, PMPI_Type_f2c(*type), &m, &r));
+    *message = PMPI_Message_c2f(m);
+    *request = PMPI_Request_c2f(r);
 }
 
 void mpi_type_free_(MPI_Fint* type, MPI_Fint* ierr) {

@@ -5,6 +5,7 @@
 #include "mpi/pmpi.hpp"
 
 #include <pmr/error.hpp>
+#include <pmr/settings.hpp>
 
 #include <sched.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pmr::mpi {
 
@@ -28,6 +30,8 @@ constexpr std::size_t header_bytes = 8;
 // every later message of the stream goes through MPI.
 constexpr std::uint64_t back_to_mpi = ~std::uint64_t{0};
 constexpr std::uint64_t world_id = 1;
+// Streams followed per communicator and direction (carried or not).
+constexpr std::size_t followed_streams = 4096;
 
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
 
@@ -39,19 +43,15 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
     return x ^ (x >> 31);
 }
 
-std::size_t parse_bytes(const char* text, std::size_t fallback) {
-    if (text == nullptr || *text == '\0') {
-        return fallback;
+template <class Handle>
+std::size_t recent_index(Handle handle, std::size_t size) noexcept {
+    std::uint64_t x = 0;
+    if constexpr (std::is_pointer_v<Handle>) {
+        x = reinterpret_cast<std::uintptr_t>(handle) >> 4; // Open MPI: objects on the heap
+    } else {
+        x = static_cast<std::uint64_t>(static_cast<std::uint32_t>(handle)); // MPICH: integers
     }
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    std::size_t scale = 1;
-    if (end != nullptr && (*end == 'k' || *end == 'K')) {
-        scale = std::size_t{1} << 10;
-    } else if (end != nullptr && (*end == 'm' || *end == 'M')) {
-        scale = std::size_t{1} << 20;
-    }
-    return static_cast<std::size_t>(value) * scale;
+    return static_cast<std::size_t>((x ^ (x >> 7) ^ (x >> 13)) % size);
 }
 
 bool overlaps(int source_a, int tag_a, int source_b, int tag_b) noexcept {
@@ -78,6 +78,20 @@ void relax(unsigned& spins) {
     sched_yield();
 }
 
+/// The blocking form of a non-blocking call: `look(flag)` until it sets flag or fails.
+template <class Look>
+int block(Look&& look) {
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = look(flag);
+        if (rc != MPI_SUCCESS || flag != 0) {
+            return rc;
+        }
+        relax(spins);
+    }
+}
+
 } // namespace
 
 const char* reason_name(Reason reason) noexcept {
@@ -98,10 +112,15 @@ const char* reason_name(Reason reason) noexcept {
         return "intercommunicator";
     case Reason::self:
         return "message to self";
+    case Reason::too_small:
+        return "messages below PMR_MPI_MIN_BYTES";
     case Reason::too_large:
         return "messages above PMR_MPI_MAX_BYTES";
     case Reason::refused:
         return "the sender declined";
+    case Reason::handed_back:
+        return "carried, then sent back to MPI by a message larger than the slots or a "
+               "synchronous send";
     case Reason::stream_limit:
         return "PMR_MPI_MAX_STREAMS streams carried already";
     case Reason::cancelled:
@@ -142,27 +161,32 @@ Interposer& Interposer::get() noexcept {
 // Start and finish
 
 void Interposer::start(int provided_thread_level) {
-    const char* mode = std::getenv("PMR_MPI");
-    if (mode != nullptr && std::strcmp(mode, "off") == 0) {
+    // Read through pmr's registry of settings (docs/settings.md); a malformed value is an error
+    // that names the variable, and then everything stays on MPI.
+    try {
+        const std::string mode = pmr::settings::choice("PMR_MPI").value_or("all");
+        settings_.mode = mode == "off"          ? Mode::off
+                         : mode == "persistent" ? Mode::persistent
+                                                : Mode::all;
+        settings_.repeats =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_REPEATS").value_or(3));
+        settings_.max_bytes =
+            pmr::settings::size("PMR_MPI_MAX_BYTES").value_or(settings_.max_bytes);
+        settings_.min_bytes =
+            pmr::settings::size("PMR_MPI_MIN_BYTES").value_or(settings_.min_bytes);
+        settings_.slots =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_SLOTS").value_or(2));
+        settings_.max_streams =
+            static_cast<unsigned>(pmr::settings::integer("PMR_MPI_MAX_STREAMS").value_or(64));
+        settings_.report_level =
+            static_cast<int>(pmr::settings::integer("PMR_MPI_REPORT").value_or(0));
+        settings_.rd_bytes = pmr::settings::size("PMR_MPI_RD_BYTES").value_or(settings_.rd_bytes);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "pmr-mpi: %s\n", e.what());
         settings_.mode = Mode::off;
-    } else if (mode != nullptr && std::strcmp(mode, "persistent") == 0) {
-        settings_.mode = Mode::persistent;
-    } else if (mode != nullptr && *mode != '\0' && std::strcmp(mode, "all") != 0) {
-        std::fprintf(stderr, "pmr-mpi: PMR_MPI=%s is not one of off, persistent, all; using all\n",
-                     mode);
+        off_reason_ = "a malformed PMR_MPI_* setting";
     }
-    if (const char* r = std::getenv("PMR_MPI_REPEATS"); r != nullptr && *r != '\0') {
-        settings_.repeats = static_cast<unsigned>(std::max(1L, std::strtol(r, nullptr, 10)));
-    }
-    settings_.max_bytes = parse_bytes(std::getenv("PMR_MPI_MAX_BYTES"), settings_.max_bytes);
-    if (const char* s = std::getenv("PMR_MPI_SLOTS"); s != nullptr && *s != '\0') {
-        settings_.slots = static_cast<unsigned>(std::clamp(std::strtol(s, nullptr, 10), 1L, 64L));
-    }
-    if (const char* m = std::getenv("PMR_MPI_MAX_STREAMS"); m != nullptr && *m != '\0') {
-        settings_.max_streams = static_cast<unsigned>(std::max(0L, std::strtol(m, nullptr, 10)));
-    }
-    const char* report = std::getenv("PMR_MPI_REPORT");
-    settings_.report = report != nullptr && *report != '\0' && std::strcmp(report, "0") != 0;
+    settings_.report = settings_.report_level > 0;
 
     call(PMPI_Comm_rank)(MPI_COMM_WORLD, &world_rank_);
     call(PMPI_Comm_size)(MPI_COMM_WORLD, &world_size_);
@@ -178,7 +202,7 @@ void Interposer::start(int provided_thread_level) {
         const long online = sysconf(_SC_NPROCESSORS_ONLN);
         spin_only = local <= std::max<long>(online, available) && local > 0;
     }
-    if (settings_.mode == Mode::off) {
+    if (settings_.mode == Mode::off && off_reason_.empty()) {
         off_reason_ = "PMR_MPI=off";
     } else if (provided_thread_level == MPI_THREAD_MULTIPLE) {
         off_reason_ = "MPI_THREAD_MULTIPLE (pmr-mpi carries single-threaded MPI use only)";
@@ -252,12 +276,20 @@ void Interposer::finish() {
             entry.second->collectives.clear();
             entry.second->out.clear();
             entry.second->in.clear();
+            std::fill(std::begin(entry.second->recent_out), std::end(entry.second->recent_out),
+                      Comm::Recent<OutStream>{});
+            std::fill(std::begin(entry.second->recent_in), std::end(entry.second->recent_in),
+                      Comm::Recent<InStream>{});
             entry.second->pcomm.reset();
         }
         for (auto& comm : freed_comms_) {
             comm->collectives.clear();
             comm->out.clear();
             comm->in.clear();
+            std::fill(std::begin(comm->recent_out), std::end(comm->recent_out),
+                      Comm::Recent<OutStream>{});
+            std::fill(std::begin(comm->recent_in), std::end(comm->recent_in),
+                      Comm::Recent<InStream>{});
             comm->pcomm.reset();
         }
         connections_.clear();
@@ -273,6 +305,9 @@ void Interposer::finish() {
     }
     ops_.clear();
     free_ops_.clear();
+    for (RecentOp& recent : recent_op_) {
+        recent = {};
+    }
     if (control_request_ != MPI_REQUEST_NULL) {
         call(PMPI_Cancel)(&control_request_);
         call(PMPI_Wait)(&control_request_, MPI_STATUS_IGNORE);
@@ -285,8 +320,16 @@ void Interposer::finish() {
 // Communicators
 
 Comm* Interposer::find(MPI_Comm comm) noexcept {
+    if (comm == last_comm_ && comm != MPI_COMM_NULL) {
+        return last_comm_state_;
+    }
     auto it = comms_.find(comm);
-    return it == comms_.end() ? nullptr : it->second.get();
+    if (it == comms_.end()) {
+        return nullptr;
+    }
+    last_comm_ = comm;
+    last_comm_state_ = it->second.get();
+    return last_comm_state_;
 }
 
 void Interposer::comm_created(MPI_Comm parent, MPI_Comm child) {
@@ -315,6 +358,9 @@ void Interposer::comm_created(MPI_Comm parent, MPI_Comm child) {
     if (c->id != 0) {
         by_id_[c->id] = c.get();
     }
+    if (last_comm_ == child) {
+        last_comm_ = MPI_COMM_NULL;
+    }
     comms_[child] = std::move(c);
 }
 
@@ -325,6 +371,9 @@ void Interposer::comm_freed(MPI_Comm comm) {
     }
     // The handle may come back for another communicator; the streams stay until MPI_Finalize
     // (their peers may still be sending what the application received before freeing).
+    if (last_comm_ == comm) {
+        last_comm_ = MPI_COMM_NULL;
+    }
     it->second->freed = true;
     if (it->second->id != 0) {
         by_id_.erase(it->second->id);
@@ -359,8 +408,14 @@ bool Interposer::world_of(Comm& comm) {
 }
 
 const TypeInfo& Interposer::type_info(MPI_Datatype type) {
+    if (type == last_type_ && last_type_info_ != nullptr) {
+        return *last_type_info_;
+    }
+    // Elements of an unordered_map keep their address when it grows.
     auto it = types_.find(type);
     if (it != types_.end()) {
+        last_type_ = type;
+        last_type_info_ = &it->second;
         return it->second;
     }
     TypeInfo info;
@@ -385,6 +440,9 @@ const TypeInfo& Interposer::type_info(MPI_Datatype type) {
 }
 
 void Interposer::type_freed(MPI_Datatype type) {
+    if (type == last_type_) {
+        last_type_info_ = nullptr;
+    }
     types_.erase(type);
 }
 
@@ -394,29 +452,43 @@ void Interposer::type_freed(MPI_Datatype type) {
 template <class Stream>
 Stream* Interposer::stream_of(Comm& comm,
                               std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
-                              int peer, int tag) {
+                              Comm::Recent<Stream>* recent, int peer, int tag) {
+    const auto mixed = static_cast<unsigned>(peer) * 0x9E3779B1U + static_cast<unsigned>(tag);
+    Comm::Recent<Stream>& entry = recent[(mixed ^ (mixed >> 16)) % Comm::recent_size];
+    if (entry.stream != nullptr && entry.peer == peer && entry.tag == tag) {
+        return entry.stream;
+    }
     auto key = std::make_pair(peer, tag);
     auto it = streams.find(key);
+    Stream* found = nullptr;
     if (it != streams.end()) {
-        return it->second.get();
+        found = it->second.get();
+    } else {
+        // A program that makes a new tag for every message (an iteration number, say) would
+        // have the interposer follow ever more streams: past the limit, new ones are not
+        // followed (their messages go straight to MPI, and a proposal for one is declined,
+        // since its sender has not counted its messages).
+        if (comm.id == 0 || peer == comm.rank || streams.size() >= followed_streams ||
+            !world_of(comm)) {
+            return nullptr;
+        }
+        auto s = std::make_unique<Stream>();
+        s->comm = &comm;
+        s->peer = peer;
+        s->tag = tag;
+        s->peer_world = comm.world[static_cast<std::size_t>(peer)];
+        found = streams.emplace(key, std::move(s)).first->second.get();
     }
-    if (comm.id == 0 || peer == comm.rank || !world_of(comm)) {
-        return nullptr;
-    }
-    auto s = std::make_unique<Stream>();
-    s->comm = &comm;
-    s->peer = peer;
-    s->tag = tag;
-    s->peer_world = comm.world[static_cast<std::size_t>(peer)];
-    return streams.emplace(key, std::move(s)).first->second.get();
+    entry = {peer, tag, found};
+    return found;
 }
 
 OutStream* Interposer::out_stream(Comm& comm, int dest, int tag) {
-    return stream_of(comm, comm.out, dest, tag);
+    return stream_of(comm, comm.out, comm.recent_out, dest, tag);
 }
 
 InStream* Interposer::in_stream(Comm& comm, int source, int tag) {
-    return stream_of(comm, comm.in, source, tag);
+    return stream_of(comm, comm.in, comm.recent_in, source, tag);
 }
 
 pmr::Connection& Interposer::connection(int world_peer) {
@@ -451,6 +523,19 @@ void Interposer::propose(InStream& stream) {
                                      static_cast<std::int64_t>(capacity),
                                      settings_.slots};
     call(PMPI_Send)(message, 6, MPI_INT64_T, stream.peer_world, control_tag, control_);
+}
+
+bool Interposer::worth_polling(const OutStream& stream, int count, MPI_Datatype type) {
+    // Looking for control messages is an MPI call that progresses everything MPI has in flight:
+    // made before a large send, it can start a rendezvous copy for the peer ahead of this
+    // rank's own send and serialise what would overlap (measured: uncarried 256 KiB-1 MiB
+    // exchanges took twice as long). So look only where a proposal can matter: before messages
+    // small enough to be carried, for a stream's first 64 sends and then every 16th.
+    if (static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size) >
+        settings_.max_bytes) {
+        return false;
+    }
+    return stream.sent_mpi < 64 || stream.sent_mpi % 16 == 0;
 }
 
 void Interposer::poll_control() {
@@ -498,7 +583,7 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
             windows.emplace_back(c, capacity + header_bytes);
         }
         OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
-        if (stream == nullptr || stream->carried || cancel_seen_ ||
+        if (stream == nullptr || stream->carried || stream->synchronous || cancel_seen_ ||
             streams_out_ >= settings_.max_streams) {
             const std::int64_t answer[6] = {
                 refuse_stream, message[1], tag, static_cast<std::int64_t>(Reason::refused), 0, 0};
@@ -595,6 +680,13 @@ bool Interposer::send_carried(OutStream& stream, const void* buf, int count, MPI
     return true;
 }
 
+void Interposer::synchronous_send(OutStream& stream) {
+    stream.synchronous = true;
+    if (on_pmr(stream)) {
+        hand_back(stream);
+    }
+}
+
 void Interposer::hand_back(OutStream& stream) {
     Held marker;
     marker.total = back_to_mpi;
@@ -675,7 +767,10 @@ int Interposer::send(const void* buf, int count, MPI_Datatype type, int dest, in
                      MPI_Comm comm, int mode) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && mode == 1) {
+        synchronous_send(*s);
+    }
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control(); // a proposal for this stream may be waiting
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
@@ -719,7 +814,10 @@ int Interposer::isend(const void* buf, int count, MPI_Datatype type, int dest, i
                       MPI_Comm comm, int mode, MPI_Request* request) {
     Comm* c = find(comm);
     OutStream* s = c != nullptr && dest != MPI_PROC_NULL ? out_stream(*c, dest, tag) : nullptr;
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && mode == 1) {
+        synchronous_send(*s);
+    }
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, count, type)) {
         poll_control();
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, buf, count, type)) {
@@ -774,7 +872,10 @@ int Interposer::send_init(const void* buf, int count, MPI_Datatype type, int des
     op->peer = dest;
     op->tag = tag;
     op->comm = c;
+    op->synchronous = mode == 1;
     hold_type(*op);
+    recent_op_[recent_index(*request, recent_ops)] = {};
+    op_filter_[recent_index(*request, op_filter_bits)] = true;
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -790,18 +891,29 @@ Op* Interposer::make_op(Op::Kind kind, bool persistent, void* buf, int count, MP
         // steady state allocates nothing and makes no MPI call.
         op = free_ops_.back();
         free_ops_.pop_back();
-        const MPI_Request handle = op->handle;
-        std::vector<std::byte> staging = std::move(op->staging);
-        *op = Op{};
-        op->handle = handle;
-        op->staging = std::move(staging);
+        // Every field is set below or here (cheaper than assigning a whole fresh Op).
+        op->active = false;
+        op->complete = false;
+        op->on_mpi = false;
+        op->freed = false;
+        op->cancelled = false;
+        op->in_queue = false;
+        op->inner = MPI_REQUEST_NULL;
+        op->error = MPI_SUCCESS;
+        op->got = 0;
+        op->total = 0;
         op->staging.clear();
+        op->collective = nullptr;
+        op->stream = nullptr;
+        op->own_type = false;
     } else {
         auto fresh = std::make_unique<Op>();
         // A real, never started persistent request: a handle every MPI call accepts (also
         // through the Fortran bindings), which stands for an operation the interposer carries.
         call(PMPI_Send_init)(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &fresh->handle);
         op = fresh.get();
+        recent_op_[recent_index(op->handle, recent_ops)] = {};
+        op_filter_[recent_index(op->handle, op_filter_bits)] = true;
         ops_[op->handle] = std::move(fresh);
     }
     op->kind = kind;
@@ -884,6 +996,14 @@ void Interposer::activate_recv(Op& op) {
             // could match it; otherwise MPI holds it, and progresses it inside any MPI call.
             defer = defer_needed(*c, op.peer, op.tag) || open_stream_matches(*c, op.peer, op.tag);
         } else if (InStream* s = in_stream(*c, op.peer, op.tag)) {
+            op.stream = s;
+            if (s->state == InStream::State::carried && c->deferred.empty() &&
+                s->claimed_mpi >= s->switch_at && s->partial == nullptr &&
+                take_from_slots(*s, op)) {
+                // The steady state of a carried stream: its message is there already.
+                complete_op(op);
+                return;
+            }
             if (s->state == InStream::State::proposing || s->state == InStream::State::carried ||
                 defer_needed(*c, op.peer, op.tag)) {
                 defer = true;
@@ -905,6 +1025,8 @@ void Interposer::activate_recv(Op& op) {
                     s->reason = Reason::stream_limit;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
+                } else if (s->max_bytes < settings_.min_bytes) {
+                    s->reason = Reason::too_small;
                 } else if (s->repeats >= settings_.repeats) {
                     propose(*s);
                     defer = true;
@@ -949,7 +1071,18 @@ int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int t
         if (s == nullptr) {
             return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         }
-        const bool may_propose = settings_.mode == Mode::all && s->state == InStream::State::mpi;
+        // A receive that cannot make its stream carried goes straight to MPI: below
+        // PMR_MPI_MIN_BYTES (and the stream's largest receive too) MPI's own small-message path
+        // is as fast as a carried stream, so the stream only keeps its count here.
+        const auto bytes =
+            static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size);
+        const bool small = bytes < settings_.min_bytes && s->max_bytes < settings_.min_bytes;
+        if (small && s->state == InStream::State::mpi) {
+            s->max_bytes = std::max(s->max_bytes, bytes);
+            s->reason = Reason::too_small;
+        }
+        const bool may_propose =
+            settings_.mode == Mode::all && s->state == InStream::State::mpi && !small;
         if (s->state == InStream::State::refused ||
             (s->state == InStream::State::mpi && !may_propose)) {
             if (settings_.mode != Mode::all) {
@@ -998,6 +1131,8 @@ int Interposer::recv_init(void* buf, int count, MPI_Datatype type, int source, i
     op->tag = tag;
     op->comm = c;
     hold_type(*op);
+    recent_op_[recent_index(*request, recent_ops)] = {};
+    op_filter_[recent_index(*request, op_filter_bits)] = true;
     ops_[*request] = std::move(op);
     return rc;
 }
@@ -1018,6 +1153,13 @@ bool Interposer::take_from_mpi(Op& op, int source, int tag) {
 }
 
 bool Interposer::take_from_slots(InStream& stream, Op& op) {
+    // Most calls find nothing yet (a wait polls here): look before anything else.
+    if (stream.full[stream.next] == 0) {
+        if (!stream.slots[stream.next].test()) {
+            return false;
+        }
+        stream.full[stream.next] = 1;
+    }
     const TypeInfo& info = type_info(op.type);
     const std::size_t room =
         static_cast<std::size_t>(op.count) * static_cast<std::size_t>(info.size);
@@ -1037,7 +1179,7 @@ bool Interposer::take_from_slots(InStream& stream, Op& op) {
             // The sender handed the stream back to MPI: the rest of it arrives there.
             stream.full[slot] = 0;
             stream.state = InStream::State::refused;
-            stream.reason = Reason::too_large;
+            stream.reason = Reason::handed_back;
             --stream.comm->open_streams;
             return false;
         }
@@ -1110,7 +1252,7 @@ bool Interposer::try_match(Op& op) {
         }
         return take_from_mpi(op, op.peer, op.tag);
     }
-    InStream* s = in_stream(comm, op.peer, op.tag);
+    InStream* s = op.stream != nullptr ? op.stream : in_stream(comm, op.peer, op.tag);
     if (s != nullptr && s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at) {
         if (s->partial != nullptr && s->partial != &op) {
             return false;
@@ -1143,7 +1285,12 @@ void Interposer::progress_deferred(Comm& comm) {
         }
         if (!skip && try_match(op)) {
             op.in_queue = false;
-            it = comm.deferred.erase(it);
+            if (it == comm.deferred.begin()) {
+                comm.deferred.pop_front();
+                it = comm.deferred.begin();
+            } else {
+                it = comm.deferred.erase(it);
+            }
             complete_op(op);
             continue;
         }
@@ -1224,8 +1371,27 @@ Op* Interposer::op_of(MPI_Request handle) noexcept {
     if (ops_.empty() || handle == MPI_REQUEST_NULL) {
         return nullptr;
     }
+    RecentOp& recent = recent_op_[recent_index(handle, recent_ops)];
+    if (recent.handle == handle && recent.op != nullptr) {
+        return recent.op;
+    }
+    if (!op_filter_[recent_index(handle, op_filter_bits)]) {
+        return nullptr;
+    }
     auto it = ops_.find(handle);
-    return it == ops_.end() ? nullptr : it->second.get();
+    if (it == ops_.end()) {
+        return nullptr;
+    }
+    recent = {handle, it->second.get()};
+    return recent.op;
+}
+
+void Interposer::forget_op(MPI_Request handle) noexcept {
+    RecentOp& recent = recent_op_[recent_index(handle, recent_ops)];
+    if (recent.handle == handle) {
+        recent = {};
+    }
+    ops_.erase(handle);
 }
 
 bool Interposer::own_pending(int count, const MPI_Request* requests) noexcept {
@@ -1245,7 +1411,7 @@ void Interposer::retire(Op& op) {
     if (op.persistent) {
         MPI_Request h = op.handle;
         drop_type(op);
-        ops_.erase(op.handle);
+        forget_op(op.handle);
         PMPI_Request_free(&h);
     } else {
         release(op);
@@ -1266,7 +1432,10 @@ int Interposer::start(MPI_Request* request) {
     op->on_mpi = false;
     Comm* c = op->comm;
     OutStream* s = out_stream(*c, op->peer, op->tag);
-    if (s != nullptr && !on_pmr(*s)) {
+    if (s != nullptr && op->synchronous) {
+        synchronous_send(*s);
+    }
+    if (s != nullptr && !on_pmr(*s) && worth_polling(*s, op->count, op->type)) {
         poll_control();
     }
     if (s != nullptr && on_pmr(*s) && send_carried(*s, op->buf, op->count, op->type)) {
@@ -1418,21 +1587,49 @@ int Interposer::testall(int count, MPI_Request* requests, int* flag, MPI_Status*
 }
 
 int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
-    if (!own_pending(count, requests) && !owes()) {
-        return PMPI_Waitall(count, requests, statuses);
+    // The operations behind the handles, found once (a halo's few requests on the stack).
+    constexpr int on_stack = 32;
+    Op* few[on_stack];
+    unsigned char few_done[on_stack];
+    std::vector<Op*> many;
+    std::vector<unsigned char> many_done;
+    Op** ops = few;
+    unsigned char* done = few_done;
+    if (count > on_stack) {
+        many.resize(static_cast<std::size_t>(count));
+        many_done.resize(static_cast<std::size_t>(count));
+        ops = many.data();
+        done = many_done.data();
+    }
+    bool carried = false; // an operation of ours in flight (not handed to MPI)
+    for (int i = 0; i < count; ++i) {
+        ops[i] = op_of(requests[i]);
+        carried = carried || (ops[i] != nullptr && !ops[i]->on_mpi && ops[i]->active);
+        done[i] = 0;
+    }
+    if (!carried && !owes()) {
+        // Everything is MPI's (persistent requests the interposer follows included): MPI's own
+        // wait, then the followed ones are inactive again.
+        const int rc = PMPI_Waitall(count, requests, statuses);
+        for (int i = 0; i < count; ++i) {
+            if (ops[i] != nullptr) {
+                ops[i]->active = false;
+                ops[i]->on_mpi = false;
+            }
+        }
+        return rc;
     }
     int errors = 0;
     Comm* failed = nullptr; // the communicator of a carried receive that failed (truncation)
-    std::vector<unsigned char> done(static_cast<std::size_t>(count), 0);
     int left = count;
     unsigned spins = 0;
     for (;;) {
         for (int i = 0; i < count; ++i) {
-            if (done[static_cast<std::size_t>(i)] != 0) {
+            if (done[i] != 0) {
                 continue;
             }
             MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
-            Op* op = op_of(requests[i]);
+            Op* op = ops[i];
             int finished = 0;
             int rc = MPI_SUCCESS;
             if (op != nullptr && !op->on_mpi && op->active) {
@@ -1452,7 +1649,7 @@ int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) 
                 }
             }
             if (finished != 0) {
-                done[static_cast<std::size_t>(i)] = 1;
+                done[i] = 1;
                 --left;
                 if (rc != MPI_SUCCESS) {
                     ++errors;
@@ -1482,15 +1679,40 @@ int Interposer::waitany(int count, MPI_Request* requests, int* index, MPI_Status
     if (!own_pending(count, requests) && !owes()) {
         return PMPI_Waitany(count, requests, index, status);
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = testany(count, requests, index, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
+    return block([&](int& flag) { return testany(count, requests, index, &flag, status); });
+}
+
+Interposer::Look Interposer::look(MPI_Request* request, MPI_Status* status) {
+    Look l;
+    Op* op = op_of(*request);
+    if (op != nullptr && !op->on_mpi) {
+        if (!op->active) {
+            return l;
         }
-        relax(spins);
+        l.active = true;
+        if (op->complete) {
+            l.finished = true;
+            l.comm = op->comm;
+            l.rc = finish_request(request, status);
+        }
+        return l;
     }
+    // Inactive persistent requests count as not active, as in MPI.
+    if (*request == MPI_REQUEST_NULL || (op != nullptr && !op->active)) {
+        return l;
+    }
+    l.active = true;
+    int done = 0;
+    PMPI_Request_get_status(*request, &done, MPI_STATUS_IGNORE);
+    if (done != 0) {
+        int finished = 0;
+        l.rc = PMPI_Test(request, &finished, status);
+        l.finished = finished != 0;
+        if (op != nullptr) {
+            op->active = false;
+        }
+    }
+    return l;
 }
 
 int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
@@ -1504,40 +1726,15 @@ int Interposer::testany(int count, MPI_Request* requests, int* index, int* flag,
     progress();
     bool any_active = false;
     for (int i = 0; i < count; ++i) {
-        Op* op = op_of(requests[i]);
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
+        const Look l = look(&requests[i], status);
+        any_active = any_active || l.active;
+        if (l.finished) {
+            if (l.rc != MPI_SUCCESS && l.comm != nullptr) {
+                call(PMPI_Comm_call_errhandler)(l.comm->handle, l.rc);
             }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], status);
-                if (rc != MPI_SUCCESS && comm != nullptr) {
-                    call(PMPI_Comm_call_errhandler)(comm->handle, rc);
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL) {
-            // Inactive persistent requests count as not active here, as in MPI.
-            if (op == nullptr || op->active) {
-                int done = 0;
-                PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-                any_active = true;
-                if (done != 0) {
-                    rc = PMPI_Test(&requests[i], &finished, status);
-                    if (op != nullptr) {
-                        op->active = false;
-                    }
-                }
-            }
-        }
-        if (finished != 0) {
             *index = i;
             *flag = 1;
-            return rc;
+            return l.rc;
         }
     }
     *flag = any_active ? 0 : 1;
@@ -1553,14 +1750,11 @@ int Interposer::waitsome(int incount, MPI_Request* requests, int* outcount, int*
     if (!own_pending(incount, requests) && !owes()) {
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     }
-    unsigned spins = 0;
-    for (;;) {
+    return block([&](int& flag) {
         const int rc = testsome(incount, requests, outcount, indices, statuses);
-        if (rc != MPI_SUCCESS || *outcount != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
+        flag = *outcount != 0 ? 1 : 0;
+        return rc;
+    });
 }
 
 int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int* indices,
@@ -1577,40 +1771,18 @@ int Interposer::testsome(int incount, MPI_Request* requests, int* outcount, int*
     int errors = 0;
     Comm* failed = nullptr;
     for (int i = 0; i < incount; ++i) {
-        Op* op = op_of(requests[i]);
         MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
-        int finished = 0;
-        int rc = MPI_SUCCESS;
-        if (op != nullptr && !op->on_mpi) {
-            if (!op->active) {
-                continue;
-            }
-            any_active = true;
-            if (op->complete) {
-                finished = 1;
-                Comm* comm = op->comm;
-                rc = finish_request(&requests[i], st);
-                if (rc != MPI_SUCCESS && failed == nullptr) {
-                    failed = comm;
-                }
-            }
-        } else if (requests[i] != MPI_REQUEST_NULL && (op == nullptr || op->active)) {
-            any_active = true;
-            int done = 0;
-            PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
-            if (done != 0) {
-                rc = PMPI_Test(&requests[i], &finished, st);
-                if (op != nullptr) {
-                    op->active = false;
-                }
-            }
-        }
-        if (finished != 0) {
+        const Look l = look(&requests[i], st);
+        any_active = any_active || l.active;
+        if (l.finished) {
             indices[n++] = i;
-            if (rc != MPI_SUCCESS) {
+            if (l.rc != MPI_SUCCESS) {
                 ++errors;
                 if (st != MPI_STATUS_IGNORE) {
-                    st->MPI_ERROR = rc;
+                    st->MPI_ERROR = l.rc;
+                }
+                if (failed == nullptr) {
+                    failed = l.comm;
                 }
             }
         }
@@ -1636,7 +1808,7 @@ int Interposer::request_free(MPI_Request* request) {
         if (op->persistent) {
             const MPI_Request handle = op->handle;
             drop_type(*op);
-            ops_.erase(handle);
+            forget_op(handle);
             return PMPI_Request_free(request);
         }
         release(*op);
@@ -1683,18 +1855,12 @@ int Interposer::request_get_status(MPI_Request request, int* flag, MPI_Status* s
     return MPI_SUCCESS;
 }
 
-int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-    Comm* c = find(comm);
-    if (c == nullptr || c->open_streams == 0) {
-        return PMPI_Iprobe(source, tag, comm, flag, status);
-    }
-    progress();
-    // A carried stream's next message, if it has arrived and no deferred receive takes it first.
-    for (auto& entry : c->in) {
+InStream* Interposer::ready_stream(Comm& comm, int source, int tag, std::uint64_t& total) {
+    for (auto& entry : comm.in) {
         InStream& s = *entry.second;
         if (s.state != InStream::State::carried || s.claimed_mpi < s.switch_at ||
             !overlaps(source, tag, s.peer, s.tag) || s.partial != nullptr ||
-            defer_needed(*c, s.peer, s.tag)) {
+            defer_needed(comm, s.peer, s.tag)) {
             continue;
         }
         const unsigned slot = s.next;
@@ -1702,17 +1868,170 @@ int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status
             s.full[slot] = 1;
         }
         if (s.full[slot] != 0) {
-            std::uint64_t total = 0;
             std::memcpy(&total, s.slots[slot].data(), header_bytes);
-            *flag = 1;
-            if (status != MPI_STATUS_IGNORE) {
-                set_status(status, s.peer, s.tag, static_cast<std::size_t>(total), false,
-                           MPI_SUCCESS);
+            if (total != back_to_mpi) {
+                return &s;
             }
-            return MPI_SUCCESS;
         }
     }
+    return nullptr;
+}
+
+int Interposer::iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+    Comm* c = find(comm);
+    if (c == nullptr || c->open_streams == 0) {
+        return PMPI_Iprobe(source, tag, comm, flag, status);
+    }
+    progress();
+    // A carried stream's next message, if it has arrived and no deferred receive takes it first.
+    std::uint64_t total = 0;
+    if (InStream* s = ready_stream(*c, source, tag, total)) {
+        *flag = 1;
+        if (status != MPI_STATUS_IGNORE) {
+            set_status(status, s->peer, s->tag, static_cast<std::size_t>(total), false,
+                       MPI_SUCCESS);
+        }
+        return MPI_SUCCESS;
+    }
     return PMPI_Iprobe(source, tag, comm, flag, status);
+}
+
+namespace {
+// A message handle MPI never made: a pointer to our record where MPI_Message is a pointer (Open
+// MPI), else an integer outside the ranges MPICH gives out.
+template <class Handle>
+Handle fake_message(void* record, unsigned number) noexcept {
+    if constexpr (std::is_pointer_v<Handle>) {
+        (void)number;
+        return reinterpret_cast<Handle>(record);
+    } else {
+        (void)record;
+        return static_cast<Handle>(0x7d000000U | (number & 0xffffffU));
+    }
+}
+} // namespace
+
+int Interposer::improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                        MPI_Status* status) {
+    Comm* c = find(comm);
+    if (c == nullptr) {
+        return PMPI_Improbe(source, tag, comm, flag, message, status);
+    }
+    // A stream a matched probe could take messages of is never proposed from now on: once
+    // carried, MPI could not see its messages.
+    c->taint(source, tag, Reason::probe);
+    if (c->open_streams != 0 || owes()) {
+        progress();
+    }
+    std::uint64_t total = 0;
+    if (c->open_streams != 0) {
+        if (InStream* s = ready_stream(*c, source, tag, total)) {
+            // Taken off the stream now (a matched message is no longer there for receives) and
+            // kept until MPI_Mrecv asks for it.
+            auto record = std::make_unique<Claimed>();
+            record->data.resize(static_cast<std::size_t>(total));
+            record->source = s->peer;
+            record->tag = s->tag;
+            record->comm = comm;
+            Op take;
+            take.kind = Op::Kind::recv;
+            take.buf = record->data.data();
+            take.count = static_cast<int>(total);
+            take.type = MPI_BYTE;
+            take.comm = c;
+            if (take_from_slots(*s, take)) {
+                *message = fake_message<MPI_Message>(record.get(), ++claimed_count_);
+                claimed_[*message] = std::move(record);
+                *flag = 1;
+                if (status != MPI_STATUS_IGNORE) {
+                    set_status(status, s->peer, s->tag, static_cast<std::size_t>(total), false,
+                               MPI_SUCCESS);
+                }
+                return MPI_SUCCESS;
+            }
+        }
+    }
+    MPI_Status local;
+    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    const int rc = PMPI_Improbe(source, tag, comm, flag, message, st);
+    if (rc == MPI_SUCCESS && *flag != 0 && st->MPI_SOURCE != MPI_PROC_NULL) {
+        // A message of a stream the interposer follows, taken from MPI by the program.
+        auto it = c->in.find(std::make_pair(st->MPI_SOURCE, st->MPI_TAG));
+        if (it != c->in.end()) {
+            ++it->second->claimed_mpi;
+        }
+    }
+    return rc;
+}
+
+int Interposer::mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message,
+                       MPI_Status* status) {
+    Comm* c = find(comm);
+    if (c == nullptr) {
+        return PMPI_Mprobe(source, tag, comm, message, status);
+    }
+    return block([&](int& flag) { return improbe(source, tag, comm, &flag, message, status); });
+}
+
+int Interposer::deliver(const std::byte* data, std::size_t bytes, void* buf, int count,
+                        MPI_Datatype type, MPI_Comm comm, int source, int tag, MPI_Status* status) {
+    const TypeInfo& info = type_info(type);
+    const std::size_t room = static_cast<std::size_t>(count) * static_cast<std::size_t>(info.size);
+    int error = bytes > room ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    std::size_t delivered = std::min(bytes, room);
+    if (info.contiguous) {
+        if (delivered != 0) {
+            std::memcpy(static_cast<std::byte*>(buf) + info.lb, data, delivered);
+        }
+    } else {
+        int position = 0;
+        if (PMPI_Unpack(data, static_cast<int>(bytes), &position, buf, count, type, comm) !=
+            MPI_SUCCESS) {
+            error = MPI_ERR_TRUNCATE;
+        }
+        delivered = static_cast<std::size_t>(position);
+    }
+    if (status != MPI_STATUS_IGNORE) {
+        set_status(status, source, tag, delivered, false, error);
+    }
+    return error;
+}
+
+int Interposer::mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+                      MPI_Status* status) {
+    auto it = claimed_.find(*message);
+    if (it == claimed_.end()) {
+        return PMPI_Mrecv(buf, count, type, message, status);
+    }
+    const std::unique_ptr<Claimed> record = std::move(it->second);
+    claimed_.erase(it);
+    *message = MPI_MESSAGE_NULL;
+    const int rc = deliver(record->data.data(), record->data.size(), buf, count, type, record->comm,
+                           record->source, record->tag, status);
+    if (rc != MPI_SUCCESS) {
+        call(PMPI_Comm_call_errhandler)(record->comm, rc);
+    }
+    return rc;
+}
+
+int Interposer::imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+                       MPI_Request* request) {
+    auto it = claimed_.find(*message);
+    if (it == claimed_.end()) {
+        return PMPI_Imrecv(buf, count, type, message, request);
+    }
+    // The data is here: the receive completes at once, its request reports it.
+    Comm* c = find(it->second->comm);
+    Op* op =
+        make_op(Op::Kind::recv, false, buf, count, type, it->second->source, it->second->tag, c);
+    op->active = true;
+    op->error = deliver(it->second->data.data(), it->second->data.size(), buf, count, type,
+                        it->second->comm, it->second->source, it->second->tag, &op->status);
+    op->complete = true;
+    claimed_.erase(it);
+    *message = MPI_MESSAGE_NULL;
+    *request = op->handle;
+    return MPI_SUCCESS;
 }
 
 int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
@@ -1722,21 +2041,7 @@ int Interposer::probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
             return PMPI_Probe(source, tag, comm, status);
         }
     }
-    unsigned spins = 0;
-    for (;;) {
-        int flag = 0;
-        const int rc = iprobe(source, tag, comm, &flag, status);
-        if (rc != MPI_SUCCESS || flag != 0) {
-            return rc;
-        }
-        relax(spins);
-    }
-}
-
-void Interposer::saw_mprobe(MPI_Comm comm, int source, int tag) {
-    if (Comm* c = find(comm)) {
-        c->taint(source, tag, Reason::probe);
-    }
+    return block([&](int& flag) { return iprobe(source, tag, comm, &flag, status); });
 }
 
 void Comm::taint(int source, int tag, Reason reason) {

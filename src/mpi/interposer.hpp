@@ -46,9 +46,12 @@ enum class Reason : unsigned char {
     intercomm,
     self,
     too_large,    // above PMR_MPI_MAX_BYTES
+    too_small,    // all below PMR_MPI_MIN_BYTES (MPI's own small-message path is as fast)
     stream_limit, // PMR_MPI_MAX_STREAMS streams are carried already
     cancelled,    // the program cancelled a receive MPI held (its count of messages is unknown)
     refused,      // the sender said no (its communicator is gone, or it runs PMR_MPI=off)
+    handed_back,  // carried, then the sender sent it back (a message larger than the slots, or
+                  // a synchronous send)
     datatype,     // collectives: not a built-in type or operation pmr reduces
     disagreement, // collectives: the ranks did not all qualify
     count_
@@ -58,10 +61,13 @@ const char* reason_name(Reason reason) noexcept;
 struct Settings {
     Mode mode = Mode::all;
     unsigned repeats = 3;
-    std::size_t max_bytes = std::size_t{16} << 10; // measured: carried streams lose from 32 KiB
+    std::size_t max_bytes = std::size_t{4} << 10; // measured: carried streams can lose from 8 KiB
+    std::size_t min_bytes = 1024; // measured: below, MPI's own path is as fast or faster
     unsigned slots = 2;
     unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
+    int report_level = 0;                         // PMR_MPI_REPORT: 1 summary, 2 also every stream
+    std::size_t rd_bytes = std::size_t{64} << 10; // global sums by recursive doubling up to this
 };
 
 struct TypeInfo {
@@ -102,7 +108,9 @@ struct Op {
     std::size_t total = 0;
     std::vector<std::byte> staging;        // packed data of non-contiguous receives
     CollectiveState* collective = nullptr; // a carried MPI_Iallreduce: its run
+    InStream* stream = nullptr; // a receive from one source with one tag: its stream, if any
     bool own_type = false; // `type` is our duplicate of a derived type (the program may free its)
+    bool synchronous = false; // MPI_Ssend_init
 };
 
 struct Counters {
@@ -125,6 +133,8 @@ struct OutStream {
     int peer_world = 0;
     bool carried = false;
     bool handed_back = false;   // a message too large for the slots sent the stream back to MPI
+    bool synchronous = false;   // a synchronous send seen: MPI's for good (its completion says
+                                // that the receive has started, which slots cannot tell)
     std::uint64_t sent_mpi = 0; // messages sent through MPI so far
     std::uint64_t switch_at = 0;
     std::size_t capacity = 0; // payload bytes per slot
@@ -201,6 +211,17 @@ struct Comm {
     unsigned open_streams = 0; // in-streams proposing or carried
     std::map<std::pair<int, int>, std::unique_ptr<OutStream>> out;
     std::map<std::pair<int, int>, std::unique_ptr<InStream>> in;
+    /// The streams looked up last, by (peer, tag): a halo's few streams are found without a
+    /// search on every call. Streams live as long as their communicator, so entries stay valid.
+    template <class Stream>
+    struct Recent {
+        int peer = MPI_PROC_NULL;
+        int tag = 0;
+        Stream* stream = nullptr;
+    };
+    static constexpr std::size_t recent_size = 16;
+    Recent<OutStream> recent_out[recent_size];
+    Recent<InStream> recent_in[recent_size];
     std::deque<Op*> deferred; // receives waiting for a match, in posting order
     std::unique_ptr<pmr::Communicator> pcomm;
     std::map<CollectiveKey, CollectiveState> collectives;
@@ -255,7 +276,16 @@ public:
     int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
     int iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
     int probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
-    void saw_mprobe(MPI_Comm comm, int source, int tag);
+    int improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                MPI_Status* status);
+    int mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
+    int mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status);
+    int imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request);
+    /// Whether `message` is one the interposer handed out (a carried stream's message taken
+    /// by a matched probe); MPI has never seen it.
+    bool claimed(MPI_Message message) const noexcept {
+        return !claimed_.empty() && claimed_.count(message) != 0;
+    }
 
     // Collectives.
     int allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
@@ -280,10 +310,11 @@ private:
     InStream* in_stream(Comm& comm, int source, int tag);
     template <class Stream>
     Stream* stream_of(Comm& comm, std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
-                      int peer, int tag);
+                      Comm::Recent<Stream>* recent, int peer, int tag);
     bool world_of(Comm& comm);
     void propose(InStream& stream);
     void poll_control();
+    bool worth_polling(const OutStream& stream, int count, MPI_Datatype type);
     /// Whether carried traffic needs this process's progress (a blocking MPI call must then be
     /// made non-blocking and polled beside it).
     bool owes() const noexcept {
@@ -298,6 +329,8 @@ private:
     /// Sends on the stream's windows; false when the message is larger than their slots and the
     /// stream was handed back to MPI (the caller then sends it through MPI).
     bool send_carried(OutStream& stream, const void* buf, int count, MPI_Datatype type);
+    /// A synchronous send on the stream: it goes back to MPI for good, in order.
+    void synchronous_send(OutStream& stream);
     void hand_back(OutStream& stream);
     static bool on_pmr(const OutStream& s) noexcept {
         return s.carried && !s.handed_back && s.sent_mpi >= s.switch_at;
@@ -316,13 +349,31 @@ private:
     bool try_match(Op& op);
     bool take_from_slots(InStream& stream, Op& op);
     bool take_from_mpi(Op& op, int source, int tag);
+    /// A carried stream matching (source, tag) whose next message has arrived and that no
+    /// deferred receive takes first; its size in `total`.
+    InStream* ready_stream(Comm& comm, int source, int tag, std::uint64_t& total);
+    /// Delivers `bytes` of packed data into a receive's buffer as MPI would: the status, and
+    /// MPI_ERR_TRUNCATE when the buffer is too small (nothing written past it).
+    int deliver(const std::byte* data, std::size_t bytes, void* buf, int count, MPI_Datatype type,
+                MPI_Comm comm, int source, int tag, MPI_Status* status);
     void progress();
     void progress_deferred(Comm& comm);
     void complete_op(Op& op);
     void retire(Op& op);
     Op* op_of(MPI_Request handle) noexcept;
+    void forget_op(MPI_Request handle) noexcept;
     bool own_pending(int count, const MPI_Request* requests) noexcept;
     int finish_request(MPI_Request* request, MPI_Status* status);
+    /// One request of a Testany/Testsome array, looked at without waiting: whether it is active
+    /// (an inactive persistent or a null request is not) and, if it completed, its result (the
+    /// request is then reset or released, its status written).
+    struct Look {
+        bool active = false;
+        bool finished = false;
+        int rc = MPI_SUCCESS;
+        Comm* comm = nullptr; // of a request the interposer carried
+    };
+    Look look(MPI_Request* request, MPI_Status* status);
     void wait_until(const std::function<bool()>& done);
     void release(Op& op);
     /// Keeps a derived datatype alive for an operation (MPI lets the program free it while the
@@ -332,7 +383,8 @@ private:
     const TypeInfo& type_info(MPI_Datatype type);
 
     // Collectives.
-    CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies);
+    CollectiveState* collective(Comm& comm, const CollectiveKey& key, bool qualifies,
+                                std::size_t bytes);
     void run(CollectiveState& state);
 
     void write_report();
@@ -352,11 +404,37 @@ private:
     std::unordered_map<std::uint64_t, Comm*> by_id_;
     std::vector<std::unique_ptr<Comm>> freed_comms_;
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> ops_;
+    /// The operations found last, by handle (direct-mapped): a wait on a halo's requests finds
+    /// its operations without hashing. Only hits are kept; forget_op() clears an entry.
+    struct RecentOp {
+        MPI_Request handle = MPI_REQUEST_NULL;
+        Op* op = nullptr;
+    };
+    static constexpr std::size_t recent_ops = 64;
+    RecentOp recent_op_[recent_ops];
+    /// A bit per hash of every handle ever given an Op: a handle whose bit is clear is MPI's
+    /// own, found without a search (requests MPI keeps are the common case of a wait).
+    static constexpr std::size_t op_filter_bits = 4096;
+    std::vector<bool> op_filter_ = std::vector<bool>(op_filter_bits, false);
+    // The communicator and datatype used last.
+    MPI_Comm last_comm_ = MPI_COMM_NULL;
+    Comm* last_comm_state_ = nullptr;
+    MPI_Datatype last_type_ = MPI_DATATYPE_NULL;
+    const TypeInfo* last_type_info_ = nullptr;
     std::vector<Op*> free_ops_; // kept with their handles for the next plain operation
     std::vector<OutStream*> busy_streams_;
     std::vector<Comm*> deferring_comms_;
     std::vector<Op*> collective_ops_; // carried MPI_Iallreduce runs in flight
     std::unordered_map<MPI_Datatype, TypeInfo> types_;
+    /// Messages of carried streams taken by MPI_Mprobe / MPI_Improbe, by the handle given out.
+    struct Claimed {
+        std::vector<std::byte> data;
+        int source = 0;
+        int tag = 0;
+        MPI_Comm comm = MPI_COMM_NULL;
+    };
+    std::unordered_map<MPI_Message, std::unique_ptr<Claimed>> claimed_;
+    unsigned claimed_count_ = 0;
     std::uint64_t own_mpi_calls_ = 0;
     std::string off_reason_;
     bool cancel_seen_ = false; // no stream is proposed after that

@@ -37,6 +37,25 @@ bool bypass() noexcept {
     return inside_pmr || !Interposer::get().enabled();
 }
 
+/// A communicator the program frees (or disconnects): its streams stop being followed.
+void freeing(MPI_Comm comm) {
+    if (!bypass()) {
+        enter([comm] {
+            Interposer::get().comm_freed(comm);
+            return 0;
+        });
+    }
+}
+
+/// The usual wrapper: MPI's own function while pmr itself runs (or is off), else the interposer's.
+template <class... Args, class... Params>
+int forward(int (*mpi)(Params...), int (Interposer::*own)(Params...), Args... args) {
+    if (bypass()) {
+        return mpi(args...);
+    }
+    return enter([&] { return (Interposer::get().*own)(args...); });
+}
+
 void created(MPI_Comm parent, const MPI_Comm* child, int rc) {
     if (rc == MPI_SUCCESS && !bypass()) {
         enter([&] {
@@ -52,6 +71,8 @@ void created(MPI_Comm parent, const MPI_Comm* child, int rc) {
 using pmr::mpi::bypass;
 using pmr::mpi::created;
 using pmr::mpi::enter;
+using pmr::mpi::forward;
+using pmr::mpi::freeing;
 using pmr::mpi::Interposer;
 
 extern "C" {
@@ -190,23 +211,11 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newcomm) {
 }
 #undef PMR_MPI_UNKNOWN_CHILD
 int MPI_Comm_disconnect(MPI_Comm* comm) {
-    if (!bypass()) {
-        MPI_Comm c = *comm;
-        enter([c] {
-            Interposer::get().comm_freed(c);
-            return 0;
-        });
-    }
+    freeing(*comm);
     return PMPI_Comm_disconnect(comm);
 }
 int MPI_Comm_free(MPI_Comm* comm) {
-    if (!bypass()) {
-        MPI_Comm c = *comm;
-        enter([c] {
-            Interposer::get().comm_freed(c);
-            return 0;
-        });
-    }
+    freeing(*comm);
     return PMPI_Comm_free(comm);
 }
 int MPI_Type_free(MPI_Datatype* type) {
@@ -259,27 +268,16 @@ PMR_MPI_ISEND(MPI_Bsend_init, 3, send_init)
 // Receives.
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
              MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Recv(buf, count, type, source, tag, comm, status);
-    }
-    return enter(
-        [&] { return Interposer::get().recv(buf, count, type, source, tag, comm, status); });
+    return forward(PMPI_Recv, &Interposer::recv, buf, count, type, source, tag, comm, status);
 }
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Irecv(buf, count, type, source, tag, comm, request);
-    }
-    return enter(
-        [&] { return Interposer::get().irecv(buf, count, type, source, tag, comm, request); });
+    return forward(PMPI_Irecv, &Interposer::irecv, buf, count, type, source, tag, comm, request);
 }
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
-    }
-    return enter(
-        [&] { return Interposer::get().recv_init(buf, count, type, source, tag, comm, request); });
+    return forward(PMPI_Recv_init, &Interposer::recv_init, buf, count, type, source, tag, comm,
+                   request);
 }
 
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
@@ -351,150 +349,86 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
 
 // Requests.
 int MPI_Start(MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Start(request);
-    }
-    return enter([&] { return Interposer::get().start(request); });
+    return forward(PMPI_Start, &Interposer::start, request);
 }
 int MPI_Startall(int count, MPI_Request requests[]) {
-    if (bypass()) {
-        return PMPI_Startall(count, requests);
-    }
-    return enter([&] { return Interposer::get().startall(count, requests); });
+    return forward(PMPI_Startall, &Interposer::startall, count, requests);
 }
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Wait(request, status);
-    }
-    return enter([&] { return Interposer::get().wait(request, status); });
+    return forward(PMPI_Wait, &Interposer::wait, request, status);
 }
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Test(request, flag, status);
-    }
-    return enter([&] { return Interposer::get().test(request, flag, status); });
+    return forward(PMPI_Test, &Interposer::test, request, flag, status);
 }
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-    if (bypass()) {
-        return PMPI_Waitall(count, requests, statuses);
-    }
-    return enter([&] { return Interposer::get().waitall(count, requests, statuses); });
+    return forward(PMPI_Waitall, &Interposer::waitall, count, requests, statuses);
 }
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
-    if (bypass()) {
-        return PMPI_Testall(count, requests, flag, statuses);
-    }
-    return enter([&] { return Interposer::get().testall(count, requests, flag, statuses); });
+    return forward(PMPI_Testall, &Interposer::testall, count, requests, flag, statuses);
 }
 int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Waitany(count, requests, index, status);
-    }
-    return enter([&] { return Interposer::get().waitany(count, requests, index, status); });
+    return forward(PMPI_Waitany, &Interposer::waitany, count, requests, index, status);
 }
 int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Testany(count, requests, index, flag, status);
-    }
-    return enter([&] { return Interposer::get().testany(count, requests, index, flag, status); });
+    return forward(PMPI_Testany, &Interposer::testany, count, requests, index, flag, status);
 }
 int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-    if (bypass()) {
-        return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-    }
-    return enter(
-        [&] { return Interposer::get().waitsome(incount, requests, outcount, indices, statuses); });
+    return forward(PMPI_Waitsome, &Interposer::waitsome, incount, requests, outcount, indices,
+                   statuses);
 }
 int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-    if (bypass()) {
-        return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    }
-    return enter(
-        [&] { return Interposer::get().testsome(incount, requests, outcount, indices, statuses); });
+    return forward(PMPI_Testsome, &Interposer::testsome, incount, requests, outcount, indices,
+                   statuses);
 }
 int MPI_Request_free(MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Request_free(request);
-    }
-    return enter([&] { return Interposer::get().request_free(request); });
+    return forward(PMPI_Request_free, &Interposer::request_free, request);
 }
 int MPI_Cancel(MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Cancel(request);
-    }
-    return enter([&] { return Interposer::get().cancel(request); });
+    return forward(PMPI_Cancel, &Interposer::cancel, request);
 }
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Request_get_status(request, flag, status);
-    }
-    return enter([&] { return Interposer::get().request_get_status(request, flag, status); });
+    return forward(PMPI_Request_get_status, &Interposer::request_get_status, request, flag, status);
 }
 
 // Probes.
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Iprobe(source, tag, comm, flag, status);
-    }
-    return enter([&] { return Interposer::get().iprobe(source, tag, comm, flag, status); });
+    return forward(PMPI_Iprobe, &Interposer::iprobe, source, tag, comm, flag, status);
 }
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-    if (bypass()) {
-        return PMPI_Probe(source, tag, comm, status);
-    }
-    return enter([&] { return Interposer::get().probe(source, tag, comm, status); });
+    return forward(PMPI_Probe, &Interposer::probe, source, tag, comm, status);
 }
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
                 MPI_Status* status) {
-    if (!bypass()) {
-        enter([&] {
-            Interposer::get().saw_mprobe(comm, source, tag);
-            return 0;
-        });
-    }
-    return PMPI_Improbe(source, tag, comm, flag, message, status);
+    return forward(PMPI_Improbe, &Interposer::improbe, source, tag, comm, flag, message, status);
 }
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
-    if (!bypass()) {
-        enter([&] {
-            Interposer::get().saw_mprobe(comm, source, tag);
-            return 0;
-        });
-    }
-    return PMPI_Mprobe(source, tag, comm, message, status);
+    return forward(PMPI_Mprobe, &Interposer::mprobe, source, tag, comm, message, status);
+}
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+    return forward(PMPI_Mrecv, &Interposer::mrecv, buf, count, type, message, status);
+}
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+               MPI_Request* request) {
+    return forward(PMPI_Imrecv, &Interposer::imrecv, buf, count, type, message, request);
 }
 
 // Collectives.
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
-    if (bypass()) {
-        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-    }
-    return enter(
-        [&] { return Interposer::get().allreduce(sendbuf, recvbuf, count, type, op, comm); });
+    return forward(PMPI_Allreduce, &Interposer::allreduce, sendbuf, recvbuf, count, type, op, comm);
 }
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm, MPI_Request* request) {
-    if (bypass()) {
-        return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
-    }
-    return enter([&] {
-        return Interposer::get().iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
-    });
+    return forward(PMPI_Iallreduce, &Interposer::iallreduce, sendbuf, recvbuf, count, type, op,
+                   comm, request);
 }
 int MPI_Barrier(MPI_Comm comm) {
-    if (bypass()) {
-        return PMPI_Barrier(comm);
-    }
-    return enter([&] { return Interposer::get().barrier(comm); });
+    return forward(PMPI_Barrier, &Interposer::barrier, comm);
 }
 int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    if (bypass()) {
-        return PMPI_Bcast(buf, count, type, root, comm);
-    }
-    return enter([&] { return Interposer::get().bcast(buf, count, type, root, comm); });
+    return forward(PMPI_Bcast, &Interposer::bcast, buf, count, type, root, comm);
 }
 
 } // extern "C"

@@ -9,6 +9,10 @@
 //   static bool reaches(const PeerInfo&);     // can it connect to that peer? Starts nothing.
 //   static constexpr bool handshake;          // false: no set-up messages at all (null)
 //   static constexpr bool has_rails;          // whether a connection may have several rails
+// and may say, for code that adapts to it (pmr::traits(), the defaults there otherwise):
+//   static constexpr std::size_t split_crossover_bytes; // messages from this size on gain from
+//                                             // being split over the rails
+//   static constexpr std::size_t min_fragment_bytes;    // the smallest fragment worth a rail
 // and brings, per connection, a local object made before the handshake and the connection made
 // from it when the peer's hello arrives:
 //   class Local {                             // created when the provider is decided
@@ -120,6 +124,13 @@ struct has_self_description<
     P, std::void_t<decltype(int{P::preference}), decltype(bool{P::has_rails}),
                    decltype(bool{P::reaches(std::declval<const PeerInfo&>())})>> : std::true_type {
 };
+
+template <class P, class = void>
+struct has_split_hints : std::false_type {};
+template <class P>
+struct has_split_hints<P, std::void_t<decltype(std::size_t{P::split_crossover_bytes}),
+                                      decltype(std::size_t{P::min_fragment_bytes})>>
+    : std::true_type {};
 
 template <class P, class = void>
 struct has_local : std::false_type {};

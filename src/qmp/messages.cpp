@@ -13,6 +13,7 @@
 #include "internal.hpp"
 
 #include <pmr/memory.hpp>
+#include <pmr/settings.hpp>
 #include <pmr/target.hpp>
 
 #include <algorithm>
@@ -106,10 +107,7 @@ void unpack(QMP_msghandle_t h) {
 
 /// PMR_QMP_DIRECT=0 makes every handle copy (so that every handle can move).
 bool direct_allowed() {
-    static const bool allowed = [] {
-        const char* value = std::getenv("PMR_QMP_DIRECT");
-        return value == nullptr || std::strcmp(value, "0") != 0;
-    }();
+    static const bool allowed = pmr::settings::flag("PMR_QMP_DIRECT").value_or(true);
     return allowed;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The shared protocol of providers with rails (ucx, tofu, verbs): what lives in registered memory
-// and what travels between windows. The state machines over it are in put_path.hpp.
+// and what travels between windows. The state machines over it are in put_path.hpp (contract.hpp,
+// sender.hpp, receiver.hpp).
 //
 // A receive window owns an inbox in registered memory: the control block of the copy channel (its
 // slots carry the round's header and small messages inline; its credit word serves senders that

@@ -3,34 +3,27 @@
 
 #include "base/error.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <cctype>
-#include <cstdlib>
 
 namespace pmr::detail::rails {
 namespace {
 
-struct Variable {
-    std::string name;
-    const char* value = nullptr;
-};
-
-// The provider's own variable if set, else the generic one.
-Variable lookup(std::string_view provider, const char* suffix) {
-    std::string upper(provider);
-    for (char& c : upper) {
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+// PMR_<PROVIDER>_<suffix>, which the registry falls back from to PMR_<suffix>.
+std::string own_name(std::string_view provider, const char* suffix) {
+    std::string name = "PMR_";
+    for (char c : provider) {
+        name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     }
-    for (const std::string& name : {"PMR_" + upper + "_" + suffix, std::string("PMR_") + suffix}) {
-        const char* value = std::getenv(name.c_str()); // NOLINT(concurrency-mt-unsafe): set-up
-        if (value != nullptr && *value != '\0') {
-            return {name, value};
-        }
-    }
-    return {};
+    name += '_';
+    name += suffix;
+    return name;
 }
 
-[[noreturn]] void bad(const Variable& v, const std::string& why, const std::string& todo) {
-    raise<ArgumentError>("environment variable " + v.name + "='" + v.value + "' " + why,
+[[noreturn]] void bad(const pmr::settings::Value& v, const std::string& why,
+                      const std::string& todo) {
+    raise<ArgumentError>("environment variable " + v.variable + "='" + v.text + "' " + why,
                          "rail settings", todo);
 }
 
@@ -39,14 +32,15 @@ Variable lookup(std::string_view provider, const char* suffix) {
 RailSettings read_rail_settings(std::string_view name, std::size_t max,
                                 std::string (*check_device)(const std::string&)) {
     RailSettings s;
-    const Variable devices = lookup(name, "DEVICES");
-    if (devices.value != nullptr) {
+    const std::string devices_name = own_name(name, "DEVICES");
+    const pmr::settings::Value devices = pmr::settings::value(devices_name);
+    if (devices.source == pmr::settings::Source::environment) {
         std::string current;
-        for (const char* p = devices.value;; ++p) {
+        for (const char* p = devices.text.c_str();; ++p) {
             if (*p == ',' || *p == '\0') {
                 if (current.empty()) {
                     bad(devices, "has an empty entry",
-                        "Give device names separated by commas, e.g. " + devices.name +
+                        "Give device names separated by commas, e.g. " + devices.variable +
                             "=eth0,eth1.");
                 }
                 if (check_device != nullptr) {
@@ -75,21 +69,20 @@ RailSettings read_rail_settings(std::string_view name, std::size_t max,
         }
         s.rails = s.devices.size();
     }
-    const Variable rails = lookup(name, "RAILS");
-    if (rails.value != nullptr) {
-        char* end = nullptr;
-        const long n = std::strtol(rails.value, &end, 10);
-        if (end == rails.value || *end != '\0' || n < 1 || n > static_cast<long>(max)) {
+    const std::string rails_name = own_name(name, "RAILS");
+    if (const auto n = pmr::settings::integer(rails_name)) {
+        const pmr::settings::Value rails = pmr::settings::value(rails_name);
+        if (*n > static_cast<std::int64_t>(max)) {
             bad(rails, "is not a rail count from 1 to " + std::to_string(max),
-                "Unset it or give e.g. " + rails.name + "=2.");
+                "Unset it or give e.g. " + rails.variable + "=2.");
         }
-        if (!s.devices.empty() && static_cast<std::size_t>(n) != s.devices.size()) {
+        if (!s.devices.empty() && static_cast<std::size_t>(*n) != s.devices.size()) {
             bad(rails,
                 "disagrees with the " + std::to_string(s.devices.size()) + " devices of " +
-                    devices.name,
-                "Set only one of them; " + devices.name + " opens one rail per device.");
+                    devices.variable,
+                "Set only one of them; " + devices.variable + " opens one rail per device.");
         }
-        s.rails = static_cast<std::size_t>(n);
+        s.rails = static_cast<std::size_t>(*n);
         s.explicit_count = true;
     }
     return s;

@@ -1,5 +1,6 @@
 # Runs PROGRAM under pmr-run with the report on and requires a zero exit code and streams and
-# collectives carried by pmr (for programs that cannot ask the interposer themselves: Fortran).
+# collectives carried by pmr (for programs that cannot ask the interposer themselves: Fortran);
+# with -DREPORT_MATCH=regex, that the report matches it instead.
 #   cmake -DMPIEXEC=... -DFLAGS=... -DRANKS=n -DRUN=pmr-run -DPROGRAM=... -P expect_carried.cmake
 separate_arguments(flags UNIX_COMMAND "${FLAGS}")
 set(ENV{PMR_MPI_REPORT} 1)
@@ -8,6 +9,12 @@ execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${PROGRAM}
 message("${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "exit code ${rc}")
+endif()
+if(DEFINED REPORT_MATCH)
+  if(NOT err MATCHES "${REPORT_MATCH}")
+    message(FATAL_ERROR "the report does not say '${REPORT_MATCH}'")
+  endif()
+  return()
 endif()
 string(REGEX MATCH "carried by pmr: ([0-9]+)" _ "${err}")
 set(streams "${CMAKE_MATCH_1}")

@@ -7,7 +7,9 @@ program halo_ring
   implicit none
   integer, parameter :: n = 8, iterations = 100
   integer :: rank, size, up, down, ierr, it, i, errors, total
-  integer :: requests(4), statuses(MPI_STATUS_SIZE, 4)
+  integer :: requests(4), statuses(MPI_STATUS_SIZE, 4), status(MPI_STATUS_SIZE)
+  integer :: message, request, count
+  logical :: flag
   double precision :: sup(n), sdown(n), rup(n), rdown(n), x
 
   call MPI_Init(ierr)
@@ -39,6 +41,27 @@ program halo_ring
   do i = 1, 4
     call MPI_Request_free(requests(i), ierr)
   end do
+  ! Matched probes on the (now carried) stream from `down` with tag 1: MPI_Mprobe + MPI_Mrecv,
+  ! then MPI_Improbe + MPI_Imrecv, each message checked.
+  do i = 1, n
+    sup(i) = 7d0 * rank + i
+    sdown(i) = 9d0 * rank + i
+  end do
+  call MPI_Send(sup, n, MPI_DOUBLE_PRECISION, up, 1, MPI_COMM_WORLD, ierr)
+  call MPI_Send(sdown, n - 1, MPI_DOUBLE_PRECISION, up, 1, MPI_COMM_WORLD, ierr)
+  call MPI_Mprobe(down, 1, MPI_COMM_WORLD, message, status, ierr)
+  call MPI_Get_count(status, MPI_DOUBLE_PRECISION, count, ierr)
+  if (count /= n) errors = errors + 1
+  call MPI_Mrecv(rdown, n, MPI_DOUBLE_PRECISION, message, status, ierr)
+  if (rdown(n) /= 7d0 * down + n .or. message /= MPI_MESSAGE_NULL) errors = errors + 1
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Improbe(down, MPI_ANY_TAG, MPI_COMM_WORLD, flag, message, status, ierr)
+  end do
+  call MPI_Imrecv(rdown, n, MPI_DOUBLE_PRECISION, message, request, ierr)
+  call MPI_Wait(request, status, ierr)
+  call MPI_Get_count(status, MPI_DOUBLE_PRECISION, count, ierr)
+  if (count /= n - 1 .or. rdown(1) /= 9d0 * down + 1 .or. status(MPI_TAG) /= 1) errors = errors + 1
   call MPI_Allreduce(errors, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a,i0,a,i0,a)', 'halo_ring (Fortran): ', size, ' ranks, ', total, ' errors'
   call MPI_Finalize(ierr)

@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* Made by every rank (MPI_Comm_dup is collective), used by the pairs. */
-    MPI_Comm cases[12];
+    MPI_Comm cases[16];
     int ncases = 0;
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 16; ++i) {
         cases[i] = fresh();
     }
     MPI_Comm pairs; /* the two ranks of a pair (a lone last rank alone) */
@@ -370,11 +370,164 @@ int main(int argc, char** argv) {
         free(big);
     }
 
+    /* 8d. A synchronous send on a carried stream completes only once the receive has started
+     * (the receiver posts it only after the sender has seen the send incomplete many times);
+     * the stream's later messages still arrive in order. */
+    if (partner != MPI_PROC_NULL) {
+        if (interposed()) {
+            EXPECT(carried() > before, "the previous case's stream was not carried");
+        }
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 15, 1, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the synchronous case's stream was not carried");
+        }
+        int m[2] = {151, 152};
+        if (sender) {
+            MPI_Request r;
+            MPI_Issend(&m[0], 1, MPI_INT, partner, 15, comm, &r);
+            int early = 0;
+            for (int i = 0; i < 200 && !early; ++i) {
+                MPI_Test(&r, &early, MPI_STATUS_IGNORE);
+            }
+            EXPECT(!early, "MPI_Issend completed before its receive was posted");
+            int go = 1;
+            MPI_Send(&go, 1, MPI_INT, partner, 16, comm);
+            if (!early) {
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+            }
+            MPI_Send(&m[1], 1, MPI_INT, partner, 15, comm);
+        } else {
+            int go = 0, x = -1, y = -1;
+            MPI_Recv(&go, 1, MPI_INT, partner, 16, comm, MPI_STATUS_IGNORE);
+            MPI_Recv(&x, 1, MPI_INT, partner, 15, comm, MPI_STATUS_IGNORE);
+            MPI_Recv(&y, 1, MPI_INT, partner, 15, comm, MPI_STATUS_IGNORE);
+            EXPECT(x == 151 && y == 152, "synchronous send: %d then %d", x, y);
+        }
+    }
+
+    /* 8e. Matched probes on a carried stream (MPI_Mprobe, MPI_Improbe with MPI_ANY_TAG) take its
+     * messages in order, with their size; MPI_Mrecv and MPI_Imrecv deliver them, a later plain
+     * receive gets the next one. */
+    if (partner != MPI_PROC_NULL) {
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 17, 3, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the matched-probe case's stream was not carried");
+        }
+        if (sender) {
+            for (int i = 0; i < 3; ++i) {
+                int m[3] = {170 + i, 171 + i, 172 + i};
+                MPI_Send(m, 3 - i, MPI_INT, partner, 17, comm);
+            }
+        } else {
+            int m[3] = {-1, -1, -1}, n = -1;
+            MPI_Message msg;
+            MPI_Status st;
+            MPI_Mprobe(partner, 17, comm, &msg, &st);
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 3 && st.MPI_TAG == 17, "mprobe: %d ints, tag %d", n, st.MPI_TAG);
+            MPI_Mrecv(m, 3, MPI_INT, &msg, &st);
+            EXPECT(m[0] == 170 && m[2] == 172 && msg == MPI_MESSAGE_NULL, "mrecv: %d %d", m[0],
+                   m[2]);
+            int flag = 0;
+            while (!flag) {
+                MPI_Improbe(partner, MPI_ANY_TAG, comm, &flag, &msg, &st);
+            }
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 2 && st.MPI_SOURCE == partner, "improbe: %d ints from %d", n,
+                   st.MPI_SOURCE);
+            MPI_Request r;
+            MPI_Imrecv(m, 3, MPI_INT, &msg, &r);
+            MPI_Wait(&r, &st);
+            MPI_Get_count(&st, MPI_INT, &n);
+            EXPECT(n == 2 && m[0] == 171 && m[1] == 172, "imrecv: %d ints, %d %d", n, m[0], m[1]);
+            MPI_Recv(m, 3, MPI_INT, partner, 17, comm, &st);
+            EXPECT(m[0] == 172, "after the probes: %d", m[0]);
+        }
+    }
+
+    /* 8f. MPI_Waitany, MPI_Waitsome, MPI_Testsome and MPI_Testany over carried receives mixed
+     * with MPI_REQUEST_NULL and an inactive persistent request: indices, order and values as
+     * MPI gives them, and "no active request" reported as MPI does. */
+    if (partner != MPI_PROC_NULL) {
+        comm = cases[ncases++];
+        before = carried();
+        warm(comm, partner, 18, 1, sender);
+        if (interposed()) {
+            EXPECT(carried() > before, "the Waitany case's stream was not carried");
+        }
+        int ack = 0;
+        if (sender) {
+            for (int i = 0; i < 4; ++i) {
+                int m = 180 + i;
+                MPI_Send(&m, 1, MPI_INT, partner, 18, comm);
+            }
+            MPI_Recv(&ack, 1, MPI_INT, partner, 19, comm, MPI_STATUS_IGNORE);
+        } else {
+            int a[3] = {-1, -1, -1}, idle = 0, index = -1, count = 0, indices[3];
+            MPI_Request r[3];
+            MPI_Status st[3];
+            MPI_Irecv(&a[0], 1, MPI_INT, partner, 18, comm, &r[0]);
+            r[1] = MPI_REQUEST_NULL;
+            MPI_Recv_init(&idle, 1, MPI_INT, partner, 20, comm, &r[2]); /* never started */
+            MPI_Waitany(3, r, &index, &st[0]);
+            EXPECT(index == 0 && a[0] == 180 && r[0] == MPI_REQUEST_NULL && st[0].MPI_TAG == 18,
+                   "waitany: index %d value %d", index, a[0]);
+            MPI_Irecv(&a[0], 1, MPI_INT, partner, 18, comm, &r[0]);
+            MPI_Irecv(&a[1], 1, MPI_INT, partner, 18, comm, &r[1]);
+            int done = 0, rounds = 0;
+            while (done < 2) {
+                if (rounds++ % 2 == 0) {
+                    MPI_Waitsome(3, r, &count, indices, st);
+                } else {
+                    MPI_Testsome(3, r, &count, indices, st);
+                }
+                EXPECT(count != MPI_UNDEFINED, "waitsome: no active request");
+                for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
+                    EXPECT(indices[k] == 0 || indices[k] == 1, "waitsome: index %d", indices[k]);
+                    EXPECT(st[k].MPI_SOURCE == partner, "waitsome: source %d", st[k].MPI_SOURCE);
+                }
+                done += count == MPI_UNDEFINED ? 2 : count;
+            }
+            EXPECT(a[0] == 181 && a[1] == 182, "waitsome order: %d %d", a[0], a[1]);
+            MPI_Irecv(&a[2], 1, MPI_INT, partner, 18, comm, &r[1]);
+            int flag = 0;
+            while (!flag) {
+                MPI_Testany(3, r, &index, &flag, &st[0]);
+            }
+            EXPECT(index == 1 && a[2] == 183, "testany: index %d value %d", index, a[2]);
+            MPI_Testany(3, r, &index, &flag, &st[0]);
+            EXPECT(flag && index == MPI_UNDEFINED, "testany without active requests: %d %d", flag,
+                   index);
+            MPI_Request_free(&r[2]);
+            MPI_Send(&ack, 1, MPI_INT, partner, 19, comm);
+        }
+    }
+
+    /* 8g. A new tag for every message (5000 of them, more than the interposer follows on one
+     * communicator), then a stream that repeats: every message arrives, in order. */
+    if (partner != MPI_PROC_NULL) {
+        MPI_Comm many = cases[ncases++];
+        for (int t = 0; t < 5000; ++t) {
+            int out = t * 7 + rank, in = -1;
+            MPI_Sendrecv(&out, 1, MPI_INT, partner, 1000 + t, &in, 1, MPI_INT, partner, 1000 + t,
+                         many, MPI_STATUS_IGNORE);
+            if (in != t * 7 + partner) {
+                EXPECT(0, "tag %d: %d", 1000 + t, in);
+                break;
+            }
+        }
+        warm(many, partner, 21, 2, sender);
+    }
+
     /* Under pmr-run every case above ran on a carried stream. */
     if (partner != MPI_PROC_NULL && interposed()) {
         EXPECT(carried() > before, "the last case's stream was not carried");
     }
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 16; ++i) {
         MPI_Comm_free(&cases[i]); /* with carried streams */
     }
     comm = base;
@@ -418,6 +571,24 @@ int main(int argc, char** argv) {
         int b[2] = {rank == 0 ? 100 + it : -1, rank == 0 ? 7 : -1};
         MPI_Bcast(b, 2, MPI_INT, 0, comm);
         EXPECT(b[0] == 100 + it && b[1] == 7, "bcast %d %d", b[0], b[1]);
+    }
+
+    /* 11. Global sums of 300 different lengths, three times each (more signatures than the
+     * interposer follows on one communicator): every result right. */
+    {
+        double v[300], r[300];
+        for (int rep = 0; rep < 3; ++rep) {
+            for (int n = 1; n <= 300; ++n) {
+                for (int i = 0; i < n; ++i) {
+                    v[i] = rank + i;
+                }
+                MPI_Allreduce(v, r, n, MPI_DOUBLE, MPI_SUM, comm);
+                if (r[n - 1] != size * (size - 1) / 2.0 + (double)size * (n - 1)) {
+                    EXPECT(0, "sum of %d: %g", n, r[n - 1]);
+                    break;
+                }
+            }
+        }
     }
 
     int all = 0;

@@ -3,8 +3,12 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
-#include "bootstrap/mailbox.hpp"
+#include "bootstrap/mpi_process.hpp"
+#include "bootstrap/setup_link.hpp"
+#include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
+
+#include <pmr/settings.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,16 +56,7 @@ TofuSettings read_settings() {
         }
     }
     s.rails = r.explicit_count || !r.devices.empty() ? r.rails : s.model.tnis;
-    if (const char* depth = std::getenv("PMR_TOFU_QUEUE_DEPTH")) { // NOLINT(concurrency-mt-unsafe)
-        char* end = nullptr;
-        const long n = std::strtol(depth, &end, 10);
-        if (end == depth || *end != '\0' || n < 1 || n > 65536) {
-            raise<ArgumentError>(std::string("environment variable PMR_TOFU_QUEUE_DEPTH='") +
-                                     depth + "' is not a queue depth from 1 to 65536",
-                                 "tofu settings", "Unset it (default 64) or give e.g. 8.");
-        }
-        s.queue_depth = static_cast<std::size_t>(n);
-    }
+    s.queue_depth = static_cast<std::size_t>(*settings::integer("PMR_TOFU_QUEUE_DEPTH"));
     return s;
 }
 
@@ -89,9 +84,6 @@ void request_short_slice() noexcept {
     attributes.runtime = 100000; // ns
     (void)syscall(SYS_sched_setattr, 0, &attributes, 0U);
 }
-
-std::mutex instance_mutex;
-std::weak_ptr<TofuProcess> current; // NOLINT(cert-err58-cpp)
 
 } // namespace
 
@@ -162,24 +154,16 @@ bool Request::done(const char* call, const std::string& where) {
 // -------------------------------------------------------------------------------------------------
 
 std::shared_ptr<TofuProcess> TofuProcess::instance(const std::string& where) {
-    std::lock_guard<std::mutex> lock(instance_mutex);
-    if (auto process = current.lock()) {
-        return process;
-    }
-    // Kept until exit: peers may write into its memory as long as this process lives.
-    static std::shared_ptr<TofuProcess> keep;
-    keep = std::make_shared<TofuProcess>(tofu_settings(), where);
-    current = keep;
-    return keep;
+    return rails::ProcessHolder<TofuProcess>::instance(
+        where, [&] { return std::make_shared<TofuProcess>(tofu_settings(), where); });
 }
 
 std::shared_ptr<TofuProcess> TofuProcess::existing() noexcept {
-    std::lock_guard<std::mutex> lock(instance_mutex);
-    return current.lock();
+    return rails::ProcessHolder<TofuProcess>::existing();
 }
 
 TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
-    : settings_(settings) {
+    : settings_(settings), cells_(registry_, cells_per_chunk) {
     NodeOptions options;
     options.model = settings.model;
     options.queue_depth = settings.queue_depth;
@@ -669,75 +653,34 @@ std::shared_ptr<Memory> TofuProcess::register_memory(void* address, std::size_t 
 }
 
 CreditCell TofuProcess::acquire_cell(const std::string& where) {
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    auto chunk = allocate_memory(cells_per_chunk * copy_channel::cache_line, where);
-    std::uint32_t index = 0;
-    {
-        std::lock_guard<std::mutex> lock(memory_mutex_);
-        index = static_cast<std::uint32_t>(chunks_.size());
-        chunks_.push_back(chunk);
-    }
-    registry_.add_chunk(chunk->data(), reinterpret_cast<std::uintptr_t>(chunk->data()),
-                        cells_per_chunk, index);
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    raise<ProviderError>("no credit cell after adding a chunk", where);
+    return cells_.acquire([&](std::size_t bytes) { return allocate_memory(bytes, where); }, where);
 }
 
 Blob TofuProcess::cell_key(const CreditCell& cell) const {
-    std::lock_guard<std::mutex> lock(memory_mutex_);
-    BlobWriter w;
-    put_region_key(w, chunks_[cell.chunk]->region().key());
-    return w.take();
+    return cells_.key(cell, [](const std::shared_ptr<Memory>& chunk) {
+        BlobWriter w;
+        put_region_key(w, chunk->region().key());
+        return w.take();
+    });
 }
 
 void TofuProcess::bury(std::shared_ptr<Memory> memory) noexcept {
-    if (!memory) {
-        return;
-    }
-    std::lock_guard<std::mutex> lock(memory_mutex_);
-    try {
-        graveyard_.push_back(std::move(memory));
-    } catch (...) {
-        // Out of memory: leak it rather than free memory a peer may still write.
-        new std::shared_ptr<Memory>(std::move(memory)); // NOLINT(cppcoreguidelines-owning-memory)
-    }
+    kept_.bury(std::move(memory));
 }
 
 void* TofuProcess::allocate(std::size_t bytes, const std::string& where) {
     auto memory = allocate_memory(bytes, where); // memory files start zeroed
     void* data = memory->data();
-    std::lock_guard<std::mutex> lock(memory_mutex_);
-    allocations_.emplace(reinterpret_cast<std::uintptr_t>(data), std::move(memory));
+    kept_.add(std::move(memory));
     return data;
 }
 
 void TofuProcess::deallocate(void* pointer) noexcept {
-    std::shared_ptr<Memory> memory; // released outside the lock
-    std::lock_guard<std::mutex> lock(memory_mutex_);
-    auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(pointer));
-    if (it != allocations_.end()) {
-        memory = std::move(it->second);
-        allocations_.erase(it);
-    }
+    kept_.release(pointer);
 }
 
 std::shared_ptr<Memory> TofuProcess::allocation(const void* pointer, std::size_t bytes) const {
-    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    std::lock_guard<std::mutex> lock(memory_mutex_);
-    auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) {
-        return nullptr;
-    }
-    --it;
-    const std::size_t offset = address - it->first;
-    if (offset > it->second->size() || bytes > it->second->size() - offset) {
-        return nullptr;
-    }
-    return it->second;
+    return kept_.find(pointer, bytes);
 }
 
 } // namespace pmr::detail::tofu

@@ -9,6 +9,8 @@
 #include "base/shared_memory.hpp"
 #include "base/tofu_topology.hpp"
 #include "providers/tofu/emulated/node.hpp"
+#include "rails/cell_pool.hpp"
+#include "rails/kept_memory.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
 
@@ -197,10 +199,8 @@ private:
     std::atomic<bool> engine_stop_{false};
     std::thread engine_thread_; ///< only with the model on
 
-    mutable std::mutex memory_mutex_; // chunks_, graveyard_, allocations_
-    std::vector<std::shared_ptr<Memory>> chunks_;
-    std::vector<std::shared_ptr<Memory>> graveyard_;
-    std::map<std::uintptr_t, std::shared_ptr<Memory>> allocations_;
+    rails::CellPool<std::shared_ptr<Memory>> cells_;
+    rails::KeptMemory<Memory> kept_;
 };
 
 /// A rails::Notice as edata (kind, rail, reply) and 32 B of piggyback, and back.

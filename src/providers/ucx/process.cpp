@@ -8,6 +8,8 @@
 #include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -27,32 +29,6 @@ constexpr unsigned notice_id = 0x706d; // active-message id of the notices on pm
 constexpr unsigned piece_id = 0x706e;  // active-message id of the pieces of the message path
 constexpr std::size_t cells_per_chunk = 256;
 
-const char* variable(const char* name) {
-    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read once
-    return (value != nullptr && *value != '\0') ? value : nullptr;
-}
-
-[[noreturn]] void bad_setting(const std::string& assignment, const std::string& why,
-                              const std::string& todo) {
-    raise<ArgumentError>("environment variable " + assignment + " " + why, "ucx provider", todo);
-}
-
-// A size in bytes from `name`, or `fallback` where it is unset. `example` ends the advice.
-std::size_t bytes_setting(const char* name, std::size_t fallback, const char* example) {
-    const char* bytes = variable(name);
-    if (bytes == nullptr) {
-        return fallback;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(bytes, &end, 10);
-    if (errno != 0 || end == bytes || *end != '\0' || bytes[0] == '-') {
-        bad_setting(std::string(name) + "='" + bytes + "'", "is not a number of bytes",
-                    std::string("Give a size in bytes ") + example);
-    }
-    return static_cast<std::size_t>(value);
-}
-
 // Network interfaces are checked here; InfiniBand ports ("mlx5_0:1") are left to UCX.
 std::string check_device(const std::string& device) {
     if (device.find(':') == std::string::npos && if_nametoindex(device.c_str()) == 0) {
@@ -68,77 +44,31 @@ UcxSettings read_ucx_settings() {
     const rails::RailSettings rails = rails::read_rail_settings("ucx", max_rails, &check_device);
     s.devices = rails.devices;
     s.rails = rails.rails;
-    if (const char* rkey_ptr = variable("PMR_UCX_RKEY_PTR")) {
-        s.load_store = std::strcmp(rkey_ptr, "0") != 0;
-    }
-    if (const char* mode = variable("PMR_UCX_PEER_ERRORS")) {
-        const std::string m = mode;
-        if (m == "auto") {
-            s.peer_errors = UcxSettings::PeerErrors::automatic;
-        } else if (m == "on" || m == "1") {
-            s.peer_errors = UcxSettings::PeerErrors::on;
-        } else if (m == "off" || m == "0") {
-            s.peer_errors = UcxSettings::PeerErrors::off;
-        } else {
-            bad_setting("PMR_UCX_PEER_ERRORS='" + m + "'", "is not auto, on or off",
-                        "Unset it or give PMR_UCX_PEER_ERRORS=on.");
-        }
-    }
-    if (const char* signal = variable("PMR_UCX_SIGNAL")) {
-        const std::string m = signal;
-        if (m == "auto") {
-            s.signal = UcxSettings::Signal::automatic;
-        } else if (m == "put") {
-            s.signal = UcxSettings::Signal::put;
-        } else if (m == "am") {
-            s.signal = UcxSettings::Signal::am;
-        } else {
-            bad_setting("PMR_UCX_SIGNAL='" + m + "'", "is not auto, put or am",
-                        "Unset it or give PMR_UCX_SIGNAL=am.");
-        }
-    }
-    if (const char* path = variable("PMR_UCX_PATH")) {
-        const std::string m = path;
-        if (m == "auto") {
-            s.path = UcxSettings::Path::automatic;
-        } else if (m == "put") {
-            s.path = UcxSettings::Path::put;
-        } else if (m == "message") {
-            s.path = UcxSettings::Path::message;
-        } else {
-            bad_setting("PMR_UCX_PATH='" + m + "'", "is not auto, put or message",
-                        "Unset it (auto chooses per connection) or give PMR_UCX_PATH=message.");
-        }
-    }
-    if (const char* lanes = variable("PMR_UCX_LANES")) {
-        const std::string m = lanes;
-        if (m == "auto" || m == "on" || m == "1") {
-            s.lanes = true;
-        } else if (m == "off" || m == "0") {
-            s.lanes = false;
-        } else {
-            bad_setting("PMR_UCX_LANES='" + m + "'", "is not auto or off",
-                        "Unset it (TCP lanes where UCX runs over TCP) or give PMR_UCX_LANES=off.");
-        }
-    }
-    s.lane_bytes = bytes_setting("PMR_UCX_LANE_BYTES", s.lane_bytes,
-                                 "(the smallest window that takes pmr's TCP lanes), e.g. "
-                                 "PMR_UCX_LANE_BYTES=65537.");
-    if (s.lane_bytes == 0) {
-        s.lane_bytes = 1; // every window with data
-    }
-    if (variable("PMR_UCX_RNDV_BYTES") != nullptr) {
-        s.rendezvous_bytes = bytes_setting("PMR_UCX_RNDV_BYTES", 0,
-                                           "(0: no rendezvous), e.g. PMR_UCX_RNDV_BYTES=524288.");
-    }
-    s.chunk_bytes = bytes_setting("PMR_UCX_CHUNK_BYTES", s.chunk_bytes,
-                                  "(0: one message per piece), e.g. PMR_UCX_CHUNK_BYTES=65280.");
+    s.load_store = *settings::flag("PMR_UCX_RKEY_PTR");
+    const std::string peer_errors = *settings::choice("PMR_UCX_PEER_ERRORS");
+    s.peer_errors = peer_errors == "on"    ? UcxSettings::PeerErrors::on
+                    : peer_errors == "off" ? UcxSettings::PeerErrors::off
+                                           : UcxSettings::PeerErrors::automatic;
+    const std::string signal = *settings::choice("PMR_UCX_SIGNAL");
+    s.signal = signal == "put"  ? UcxSettings::Signal::put
+               : signal == "am" ? UcxSettings::Signal::am
+                                : UcxSettings::Signal::automatic;
+    const std::string path = *settings::choice("PMR_UCX_PATH");
+    s.path = path == "put"       ? UcxSettings::Path::put
+             : path == "message" ? UcxSettings::Path::message
+                                 : UcxSettings::Path::automatic;
+    s.lanes = *settings::choice("PMR_UCX_LANES") == "auto";
+    s.lane_bytes = std::max<std::size_t>(*settings::size("PMR_UCX_LANE_BYTES"), 1); // 0: all
+    s.rendezvous_bytes = settings::size("PMR_UCX_RNDV_BYTES");
+    s.chunk_bytes = *settings::size("PMR_UCX_CHUNK_BYTES");
     if (s.chunk_bytes != 0 && s.chunk_bytes < UcxSettings::min_chunk_bytes) {
-        bad_setting("PMR_UCX_CHUNK_BYTES=" + std::to_string(s.chunk_bytes),
-                    "is below " + std::to_string(UcxSettings::min_chunk_bytes) +
-                        " B (each chunk is a message with a header of its own)",
-                    "Give 0 (one message per piece) or at least " +
-                        std::to_string(UcxSettings::min_chunk_bytes) + ", e.g. 65280.");
+        raise<ArgumentError>(
+            "environment variable PMR_UCX_CHUNK_BYTES=" + std::to_string(s.chunk_bytes) +
+                " is below " + std::to_string(UcxSettings::min_chunk_bytes) +
+                " B (each chunk is a message with a header of its own)",
+            "ucx provider",
+            "Give 0 (one message per piece) or at least " +
+                std::to_string(UcxSettings::min_chunk_bytes) + ", e.g. 65280.");
     }
     return s;
 }
@@ -158,7 +88,7 @@ std::shared_ptr<UcxProcess> UcxProcess::existing() noexcept {
 }
 
 UcxProcess::UcxProcess(UcxSettings settings, const std::string& where)
-    : settings_(std::move(settings)) {
+    : settings_(std::move(settings)), cells_(registry_, cells_per_chunk) {
     for (std::size_t i = 0; i < settings_.rails; ++i) {
         Rail rail;
         rail.device = i < settings_.devices.size() ? settings_.devices[i] : std::string();
@@ -275,30 +205,19 @@ std::shared_ptr<Endpoint> UcxProcess::endpoint(std::size_t rail, const Blob& add
 // -------------------------------------------------------------------------------------------------
 
 CreditCell UcxProcess::acquire_cell(const std::string& where) {
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    // A new chunk, mapped outside the lock: the notice handler takes locks inside UCX progress.
-    Chunk chunk;
-    chunk.memory = arena_block(cells_per_chunk * copy_channel::cache_line, where);
-    chunk.key = chunk.memory->pack();
-    std::byte* memory = chunk.memory->data();
-    std::uint32_t index = 0;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        index = static_cast<std::uint32_t>(chunks_.size());
-        chunks_.push_back(std::move(chunk));
-    }
-    registry_.add_chunk(memory, reinterpret_cast<std::uintptr_t>(memory), cells_per_chunk, index);
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    raise<ProviderError>("no credit cell after adding a chunk", where);
+    // A new chunk is mapped outside the pool's lock: the notice handler takes locks inside UCX
+    // progress.
+    return cells_.acquire(
+        [&](std::size_t bytes) {
+            Chunk chunk{arena_block(bytes, where), Blob{}};
+            chunk.key = chunk.memory->pack();
+            return chunk;
+        },
+        where);
 }
 
 Blob UcxProcess::cell_key(const CreditCell& cell) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return chunks_[cell.chunk].key;
+    return cells_.key(cell, [](const Chunk& chunk) { return chunk.key; });
 }
 
 // -------------------------------------------------------------------------------------------------

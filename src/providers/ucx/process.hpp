@@ -9,6 +9,7 @@
 #include "base/blob.hpp"
 #include "providers/ucx/lanes.hpp"
 #include "providers/ucx/native.hpp"
+#include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
@@ -83,7 +84,7 @@ struct UcxSettings {
     /// PMR_UCX_LANE_BYTES: the smallest receive window whose messages take the lanes. Over TCP
     /// loopback 64 KiB rounds took 0.6-0.7x the time through a lane that they take through UCX;
     /// at 32 KiB and below the lane was slower (4 KiB: 1.5x the time, 8 B: 1.6x: a round's credit
-    /// still goes through UCX, and the receiver polls both). README, UCX data paths.
+    /// still goes through UCX, and the receiver polls both). docs/providers.md, UCX data paths.
     std::size_t lane_bytes = default_lane_bytes;
     static constexpr std::size_t default_lane_bytes = std::size_t{64} * 1024;
 };
@@ -208,9 +209,11 @@ public:
     std::shared_ptr<MemoryHandle> allocation(const void* pointer, std::size_t bytes) const;
 
 private:
+    /// Memory of credit cells, and its key for peers.
     struct Chunk {
         std::shared_ptr<MemoryHandle> memory;
         Blob key;
+        std::byte* data() const noexcept { return memory->data(); }
     };
 
     static ucs_status_t on_notice(void* arg, const void* header, std::size_t header_length,
@@ -251,8 +254,8 @@ private:
     std::atomic<std::size_t> large_windows_{0};
     std::atomic<std::uint32_t> lane_looks_{0};
 
-    mutable std::mutex mutex_; // chunks_, segments_
-    std::vector<Chunk> chunks_;
+    rails::CellPool<Chunk> cells_;
+    mutable std::mutex mutex_; // segments_
     /// Registrations of the arena's segments on rail 0, by segment; kept as long as this.
     std::map<std::uint64_t, std::shared_ptr<const MemoryHandle>> segments_;
     rails::KeptMemory<MemoryHandle> kept_;

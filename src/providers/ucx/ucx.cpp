@@ -2,6 +2,7 @@
 #include "providers/ucx/ucx.hpp"
 
 #include "providers/ucx/transport.hpp"
+#include "rails/window_members.hpp"
 
 #include "base/backoff.hpp"
 #include "base/copy_sender.hpp"
@@ -218,12 +219,18 @@ struct LocalDescription {
 
 } // namespace
 
-struct Ucx::SendWindow::State {
-    explicit State(const WindowSpec& spec)
-        : where(spec.where), rails(UcxProcess::instance(*spec.where), spec.where) {}
+/// The put path (`rails`, which also tears down both paths), or the load/store path where the
+/// receiver's inbox is mapped here (connect()).
+template <>
+struct rails::Window<Ucx, rails::send>::State : rails::SendState<Transport, false> {
+    using SendState::SendState;
 
-    const std::string* where;
-    rails::RailSender<Transport> rails; ///< the put path, and the teardown of both paths
+    bool close();
+    void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
+    void post(const std::byte* data, std::size_t bytes);
+    void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+    bool test();
+    bool peer_gone() const noexcept;
 
     /// Counted in UcxProcess::watch() (may send by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
@@ -234,38 +241,25 @@ struct Ucx::SendWindow::State {
     std::shared_ptr<PeerMemory> peer_segments; ///< the receive buffer's arena segment mapped
     CopySender copier;
 
-    const std::string& at() const noexcept { return *where; }
     bool load_store() const noexcept { return mapped_inbox != nullptr; }
 };
 
-Ucx::SendWindow::SendWindow(const WindowSpec& spec) : state_(std::make_unique<State>(spec)) {}
-
-Ucx::SendWindow::SendWindow(SendWindow&& other) noexcept = default;
-Ucx::SendWindow& Ucx::SendWindow::operator=(SendWindow&& other) noexcept = default;
-
-Ucx::SendWindow::~SendWindow() {
-    if (!state_) {
-        return;
+bool rails::Window<Ucx, rails::send>::State::close() {
+    if (load_store()) {
+        copier.close();
     }
-    if (state_->load_store()) {
-        state_->copier.close();
+    UcxProcess* const was_watched = std::exchange(watched, nullptr);
+    // False: UCX still reads from this state, which is kept, better leaked than overwritten.
+    const bool closed = rails.close();
+    if (was_watched != nullptr) {
+        was_watched->unwatch();
     }
-    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
-    if (!state_->rails.close()) {
-        // UCX still reads from this state: keep it, better leaked than overwritten.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-    }
-    if (watched != nullptr) {
-        watched->unwatch();
-    }
+    return closed;
 }
 
-Blob Ucx::SendWindow::describe() const {
-    return state_->rails.describe();
-}
-
-void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::connect(Connection& connection, const Blob& peer,
+                                                     std::size_t peer_bytes) {
+    State& s = *this;
     bool by_message = false;
     switch (connection.process().settings().signal) {
     case ucx::UcxSettings::Signal::put:
@@ -376,8 +370,8 @@ void Ucx::SendWindow::connect(Connection& connection, const Blob& peer, std::siz
               "]");
 }
 
-void Ucx::SendWindow::post(const std::byte* data, std::size_t bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, std::size_t bytes) {
+    State& s = *this;
     if (s.load_store()) {
         s.copier.post(data, bytes);
     } else {
@@ -385,8 +379,9 @@ void Ucx::SendWindow::post(const std::byte* data, std::size_t bytes) {
     }
 }
 
-void Ucx::SendWindow::post(const std::byte* data, const RailRange* ranges, std::size_t count) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, const RailRange* ranges,
+                                                  std::size_t count) {
+    State& s = *this;
     if (s.load_store()) {
         // One copy; rails mean network devices.
         s.copier.post(data, count > 0 ? ranges[count - 1].offset + ranges[count - 1].bytes : 0);
@@ -395,13 +390,13 @@ void Ucx::SendWindow::post(const std::byte* data, const RailRange* ranges, std::
     }
 }
 
-bool Ucx::SendWindow::test() {
-    State& s = *state_;
+bool rails::Window<Ucx, rails::send>::State::test() {
+    State& s = *this;
     return s.load_store() ? s.copier.progress() : s.rails.progress();
 }
 
-bool Ucx::SendWindow::peer_gone() const noexcept {
-    const State& s = *state_;
+bool rails::Window<Ucx, rails::send>::State::peer_gone() const noexcept {
+    const State& s = *this;
     return s.rails.receiver_closed() ||
            (s.mapped_inbox != nullptr &&
             s.mapped_inbox->block.credit.load(std::memory_order_acquire) ==
@@ -424,66 +419,59 @@ std::size_t staging_bytes(const WindowSpec& spec, UcxProcess& process) {
 
 } // namespace
 
-struct Ucx::RecvWindow::State {
+template <>
+struct rails::Window<Ucx, rails::receive>::State : rails::RecvState<Transport> {
+    explicit State(const WindowSpec& spec) : State(spec, UcxProcess::instance(*spec.where)) {}
     State(const WindowSpec& spec, const std::shared_ptr<UcxProcess>& process)
-        : memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
+        : RecvState(spec, process, staging_bytes(spec, *process)),
+          memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
           memfd_buffer(spec.buffer),
-          rails(process, spec.where, spec.buffer, spec.bytes, staging_bytes(spec, *process)),
           bytes(spec.bytes) {}
+
+    bool close();
+    Blob describe() const;
+    void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
 
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
     const void* memfd_buffer = nullptr;
-    rails::RailReceiver<Transport> rails;
     std::size_t bytes = 0;
     /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
     pid_t peer_pid = 0; ///< the sender's process, where it runs on this node
 };
 
-Ucx::RecvWindow::RecvWindow(const WindowSpec& spec)
-    : state_(std::make_unique<State>(spec, UcxProcess::instance(*spec.where))) {}
-
-Ucx::RecvWindow::RecvWindow(RecvWindow&& other) noexcept = default;
-Ucx::RecvWindow& Ucx::RecvWindow::operator=(RecvWindow&& other) noexcept = default;
-
-Ucx::RecvWindow::~RecvWindow() {
-    if (!state_) {
-        return;
-    }
-    UcxProcess* const watched = std::exchange(state_->watched, nullptr);
-    State& s = *state_;
-    ucx::Inbox* const inbox = s.rails.inbox();
-    if (s.rails.sender_maps() && s.peer_pid > 0 &&
+bool rails::Window<Ucx, rails::receive>::State::close() {
+    UcxProcess* const was_watched = std::exchange(watched, nullptr);
+    ucx::Inbox* const inbox = rails.inbox();
+    if (rails.sender_maps() && peer_pid > 0 &&
         inbox->block.sender_closed.load(std::memory_order_acquire) == 0) {
         // A sender that maps this side's arena blocks writes into them until its close (the
         // control block's last word): they are not handed out again before that, as in the shm
         // provider.
         try {
-            hold_shared(inbox, &inbox->block.sender_closed, s.peer_pid);
-            if (s.bytes > 0 && s.memfd.fd >= 0) {
-                hold_shared(s.memfd_buffer, &inbox->block.sender_closed, s.peer_pid);
+            hold_shared(inbox, &inbox->block.sender_closed, peer_pid);
+            if (bytes > 0 && memfd.fd >= 0) {
+                hold_shared(memfd_buffer, &inbox->block.sender_closed, peer_pid);
             }
         } catch (...) {
             // No memory for the record: keeping the window's memory beats its reuse under a
             // writer.
-            (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-            if (watched != nullptr) {
-                watched->unwatch();
+            if (was_watched != nullptr) {
+                was_watched->unwatch();
             }
-            return;
+            return false;
         }
     }
-    if (!state_->rails.close()) {
-        // The sender may still write into this state (UCX reads the credit from it): keep it.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
+    // False: the sender may still write into this state (UCX reads the credit from it).
+    const bool closed = rails.close();
+    if (was_watched != nullptr) {
+        was_watched->unwatch();
     }
-    if (watched != nullptr) {
-        watched->unwatch();
-    }
+    return closed;
 }
 
-Blob Ucx::RecvWindow::describe() const {
-    const State& s = *state_;
+Blob rails::Window<Ucx, rails::receive>::State::describe() const {
+    const State& s = *this;
     LocalDescription local{};
     local.memfd = s.memfd.fd;
     local.memfd_offset = s.memfd.offset;
@@ -493,8 +481,9 @@ Blob Ucx::RecvWindow::describe() const {
     return s.rails.describe(BlobWriter().put(local).take());
 }
 
-void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
-    State& s = *state_;
+void rails::Window<Ucx, rails::receive>::State::connect(Connection& connection, const Blob& peer,
+                                                        std::size_t peer_bytes) {
+    State& s = *this;
     s.rails.connect(connection, peer, connection.process().settings().load_store);
     s.peer_pid = connection.same_node() ? connection.peer_pid() : 0;
     if (connection.messages()) {
@@ -510,40 +499,6 @@ void Ucx::RecvWindow::connect(Connection& connection, const Blob& peer, std::siz
     }
 }
 
-void Ucx::RecvWindow::init() {
-    state_->rails.init();
-}
-
-bool Ucx::RecvWindow::test() {
-    return state_->rails.test();
-}
-
-std::size_t Ucx::RecvWindow::received_bytes() const noexcept {
-    return state_->rails.received_bytes();
-}
-
-bool Ucx::RecvWindow::peer_gone() const noexcept {
-    return state_->rails.sender_closed();
-}
-
-std::uint64_t Ucx::SendWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Ucx::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = UcxProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
-
-std::uint64_t Ucx::RecvWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Ucx::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = UcxProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
+PMR_RAILS_WINDOWS(Ucx);
 
 } // namespace pmr::detail

@@ -528,7 +528,8 @@ std::shared_ptr<VerbsProcess> VerbsProcess::existing() noexcept {
     return rails::ProcessHolder<VerbsProcess>::existing();
 }
 
-VerbsProcess::VerbsProcess(const VerbsSettings& settings, const std::string& where) {
+VerbsProcess::VerbsProcess(const VerbsSettings& settings, const std::string& where)
+    : cells_(registry_, cells_per_chunk) {
     std::vector<Port> ports = settings.ports;
     if (ports.empty()) {
         const std::vector<std::string> active = active_ports();
@@ -672,27 +673,12 @@ std::shared_ptr<Memory> VerbsProcess::map(std::size_t rail, void* address, std::
 }
 
 CreditCell VerbsProcess::acquire_cell(const std::string& where) {
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    auto chunk = allocate(0, cells_per_chunk * copy_channel::cache_line, where);
-    std::byte* memory = chunk->data();
-    std::uint32_t index = 0;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        index = static_cast<std::uint32_t>(chunks_.size());
-        chunks_.push_back(std::move(chunk));
-    }
-    registry_.add_chunk(memory, reinterpret_cast<std::uintptr_t>(memory), cells_per_chunk, index);
-    if (auto cell = registry_.take_cell()) {
-        return *cell;
-    }
-    raise<ProviderError>("no credit cell after adding a chunk", where);
+    return cells_.acquire([&](std::size_t bytes) { return allocate(0, bytes, where); }, where);
 }
 
 Blob VerbsProcess::cell_key(const CreditCell& cell) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pack_region(chunks_[cell.chunk]->region());
+    return cells_.key(
+        cell, [](const std::shared_ptr<Memory>& chunk) { return pack_region(chunk->region()); });
 }
 
 void VerbsProcess::bury(std::shared_ptr<Memory> memory) noexcept {

@@ -23,6 +23,7 @@
 #include "base/blob.hpp"
 #include "providers/verbs/native.hpp"
 #include "providers/verbs/wire.hpp"
+#include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
 #include "rails/registry.hpp"
 
@@ -266,8 +267,7 @@ private:
     std::mutex lanes_mutex_;
     std::vector<std::unordered_map<std::uint32_t, std::weak_ptr<Lane>>> lanes_; ///< by QP number
 
-    mutable std::mutex mutex_; // chunks_
-    std::vector<std::shared_ptr<Memory>> chunks_;
+    rails::CellPool<std::shared_ptr<Memory>> cells_;
     rails::KeptMemory<Memory> kept_;
 };
 

@@ -2,6 +2,7 @@
 #include "providers/verbs/verbs.hpp"
 
 #include "providers/verbs/transport.hpp"
+#include "rails/window_members.hpp"
 
 #include "base/environment.hpp"
 #include "base/error.hpp"
@@ -113,12 +114,38 @@ void Verbs::Connection::progress() const noexcept {
 }
 
 // -------------------------------------------------------------------------------------------------
-// Send window
+// Windows
 // -------------------------------------------------------------------------------------------------
 
-struct Verbs::SendWindow::State {
-    explicit State(const WindowSpec& spec)
-        : where(spec.where), rails(VerbsProcess::instance(*spec.where), spec.where) {
+namespace {
+
+/// What the verbs windows add to the put path's: a test that finds no progress throws if a work
+/// request of the connection failed (PeerLost or ProviderError, with the status and the port).
+template <class Rails>
+struct Checked : Rails {
+    using Rails::Rails;
+
+    void connect(Verbs::Connection& to, const Blob& peer, std::size_t peer_bytes) {
+        (void)Rails::connect(to, peer, peer_bytes);
+        connection = &to;
+    }
+    bool test() {
+        if (Rails::test()) {
+            return true;
+        }
+        connection->check(this->at());
+        return false;
+    }
+
+    Verbs::Connection* connection = nullptr;
+};
+
+} // namespace
+
+/// Rounds are signalled by a notice on the rail's queue pair (Transport::signal).
+template <>
+struct rails::Window<Verbs, rails::send>::State : Checked<rails::SendState<Transport, true>> {
+    explicit State(const WindowSpec& spec) : Checked(spec) {
         // The payload's source: registered once, on every rail.
         if (spec.bytes > 0) {
             VerbsProcess& process = *VerbsProcess::instance(*spec.where);
@@ -128,137 +155,14 @@ struct Verbs::SendWindow::State {
         }
     }
 
-    const std::string* where;
-    Connection* connection = nullptr;
-    rails::RailSender<Transport> rails;
     std::vector<std::shared_ptr<verbs::Memory>> registrations;
 };
 
-Verbs::SendWindow::SendWindow(const WindowSpec& spec) : state_(std::make_unique<State>(spec)) {}
-
-Verbs::SendWindow::SendWindow(SendWindow&& other) noexcept = default;
-Verbs::SendWindow& Verbs::SendWindow::operator=(SendWindow&& other) noexcept = default;
-
-Verbs::SendWindow::~SendWindow() {
-    if (state_ && !state_->rails.close()) {
-        // The device may still read from this state and the registered buffer: keep both.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-    }
-}
-
-Blob Verbs::SendWindow::describe() const {
-    return state_->rails.describe();
-}
-
-void Verbs::SendWindow::connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) {
-    State& s = *state_;
-    BlobReader reader(peer, *s.where);
-    (void)s.rails.connect(connection, reader, true, peer_bytes);
-    s.connection = &connection;
-    const Blob provider_part = reader.get_bytes();
-    reader.finish();
-    if (!provider_part.empty()) {
-        reader.malformed("the receive window's verbs part has " +
-                         std::to_string(provider_part.size()) + " B, expected none");
-    }
-}
-
-void Verbs::SendWindow::post(const std::byte* data, std::size_t bytes) {
-    state_->rails.post(data, bytes);
-}
-
-void Verbs::SendWindow::post(const std::byte* data, const RailRange* ranges, std::size_t count) {
-    state_->rails.post(data, ranges, count);
-}
-
-bool Verbs::SendWindow::test() {
-    State& s = *state_;
-    if (s.rails.progress()) {
-        return true;
-    }
-    s.connection->check(*s.where); // a failed write ends the round with its reason
-    return false;
-}
-
-bool Verbs::SendWindow::peer_gone() const noexcept {
-    return state_->rails.receiver_closed();
-}
-
-// -------------------------------------------------------------------------------------------------
-// Receive window
-// -------------------------------------------------------------------------------------------------
-
-struct Verbs::RecvWindow::State {
-    explicit State(const WindowSpec& spec)
-        : where(spec.where),
-          rails(VerbsProcess::instance(*spec.where), spec.where, spec.buffer, spec.bytes, 0) {}
-
-    const std::string* where;
-    Connection* connection = nullptr;
-    rails::RailReceiver<Transport> rails;
+template <>
+struct rails::Window<Verbs, rails::receive>::State : Checked<rails::RecvState<Transport>> {
+    using Checked::Checked;
 };
 
-Verbs::RecvWindow::RecvWindow(const WindowSpec& spec) : state_(std::make_unique<State>(spec)) {}
-
-Verbs::RecvWindow::RecvWindow(RecvWindow&& other) noexcept = default;
-Verbs::RecvWindow& Verbs::RecvWindow::operator=(RecvWindow&& other) noexcept = default;
-
-Verbs::RecvWindow::~RecvWindow() {
-    if (state_ && !state_->rails.close()) {
-        // The sender may still write into this state's memory: keep it.
-        (void)state_.release(); // NOLINT(bugprone-unused-return-value)
-    }
-}
-
-Blob Verbs::RecvWindow::describe() const {
-    return state_->rails.describe(Blob{});
-}
-
-void Verbs::RecvWindow::connect(Connection& connection, const Blob& peer,
-                                std::size_t /*peer_bytes*/) {
-    state_->rails.connect(connection, peer, false);
-    state_->connection = &connection;
-}
-
-void Verbs::RecvWindow::init() {
-    state_->rails.init();
-}
-
-bool Verbs::RecvWindow::test() {
-    State& s = *state_;
-    if (s.rails.test()) {
-        return true;
-    }
-    s.connection->check(*s.where);
-    return false;
-}
-
-std::size_t Verbs::RecvWindow::received_bytes() const noexcept {
-    return state_->rails.received_bytes();
-}
-
-bool Verbs::RecvWindow::peer_gone() const noexcept {
-    return state_->rails.sender_closed();
-}
-
-std::uint64_t Verbs::SendWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Verbs::SendWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = VerbsProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
-
-std::uint64_t Verbs::RecvWindow::withdrawal_key() const noexcept {
-    return state_ ? state_->rails.id() : 0;
-}
-
-void Verbs::RecvWindow::peer_withdrew(std::uint64_t key) noexcept {
-    if (auto process = VerbsProcess::existing()) {
-        process->registry().peer_withdrew(key);
-    }
-}
+PMR_RAILS_WINDOWS(Verbs);
 
 } // namespace pmr::detail

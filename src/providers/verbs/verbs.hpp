@@ -23,6 +23,7 @@
 
 #include "providers/interface.hpp"
 #include "providers/verbs/lane.hpp"
+#include "rails/windows.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -82,53 +83,8 @@ struct Verbs {
         std::chrono::steady_clock::time_point last_probe_;
     };
 
-    class SendWindow {
-    public:
-        explicit SendWindow(const WindowSpec& spec);
-        SendWindow(SendWindow&& other) noexcept;
-        SendWindow& operator=(SendWindow&& other) noexcept;
-        ~SendWindow();
-
-        Blob describe() const;
-        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
-        void post(const std::byte* data, std::size_t bytes);
-        void post(const std::byte* data, const RailRange* ranges, std::size_t count);
-        bool test();
-        bool peer_gone() const noexcept;
-        /// Where close() keeps what a peer that has not connected may still use (rails::Registry).
-        std::uint64_t withdrawal_key() const noexcept;
-        /// The peer's window matching window `key` is gone unconnected: free what was kept.
-        static void peer_withdrew(std::uint64_t key) noexcept;
-
-        struct State;
-
-    private:
-        std::unique_ptr<State> state_;
-    };
-
-    class RecvWindow {
-    public:
-        explicit RecvWindow(const WindowSpec& spec);
-        RecvWindow(RecvWindow&& other) noexcept;
-        RecvWindow& operator=(RecvWindow&& other) noexcept;
-        ~RecvWindow();
-
-        Blob describe() const;
-        void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
-        void init();
-        bool test();
-        std::size_t received_bytes() const noexcept;
-        bool peer_gone() const noexcept;
-        /// Where close() keeps what a peer that has not connected may still use (rails::Registry).
-        std::uint64_t withdrawal_key() const noexcept;
-        /// The peer's window matching window `key` is gone unconnected: free what was kept.
-        static void peer_withdrew(std::uint64_t key) noexcept;
-
-        struct State;
-
-    private:
-        std::unique_ptr<State> state_;
-    };
+    using SendWindow = rails::SendWindow<Verbs>;
+    using RecvWindow = rails::RecvWindow<Verbs>;
 };
 
 } // namespace pmr::detail

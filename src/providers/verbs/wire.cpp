@@ -4,6 +4,8 @@
 #include "base/error.hpp"
 #include "rails/settings.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -55,18 +57,8 @@ VerbsSettings read_verbs_settings() {
         s.ports.push_back(*parse_port(device, &why)); // checked by check_port
     }
     s.rails = rails.rails;
-    const char* gid = std::getenv("PMR_VERBS_GID_INDEX"); // NOLINT(concurrency-mt-unsafe): set-up
-    if (gid != nullptr && *gid != '\0') {
-        char* end = nullptr;
-        const long n = std::strtol(gid, &end, 10);
-        if (*end != '\0' || n < 0 || n > 255) {
-            raise<ArgumentError>(std::string("environment variable PMR_VERBS_GID_INDEX='") + gid +
-                                     "' is not a GID table index from 0 to 255",
-                                 "verbs provider",
-                                 "Unset it (the first RoCE v2 entry is taken) or give the index "
-                                 "`show_gids` lists for the interface.");
-        }
-        s.gid_index = static_cast<int>(n);
+    if (const auto gid = settings::integer("PMR_VERBS_GID_INDEX")) {
+        s.gid_index = static_cast<int>(*gid);
     }
     return s;
 }

@@ -3,6 +3,8 @@
 
 #include "base/error.hpp"
 
+#include <pmr/settings.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,26 +14,21 @@
 namespace pmr::detail::tofu {
 namespace {
 
-const char* variable(const char* name) {
-    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read at set-up
-    return (value != nullptr && *value != '\0') ? value : nullptr;
-}
-
-// A positive number from `name`, scaled by `unit`, or `fallback`.
-double positive(const char* name, double fallback, double unit, const char* example) {
-    const char* text = variable(name);
-    if (text == nullptr) {
+// A positive setting: the registry's value (a number or, for durations, seconds) times `unit`, or
+// `fallback` where unset.
+template <class Read>
+double positive(const char* name, Read read, double fallback, double unit) {
+    const auto value = read(name);
+    if (!value) {
         return fallback;
     }
-    char* end = nullptr;
-    const double value = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
-        raise<ArgumentError>(std::string("environment variable ") + name + "='" + text +
-                                 "' is not a positive number",
+    if (!(*value > 0)) {
+        raise<ArgumentError>(std::string("environment variable ") + name + "='" +
+                                 settings::value(name).text + "' is not a positive number",
                              "tofu timing model",
-                             std::string("Unset it or give e.g. ") + name + "=" + example + ".");
+                             std::string("Unset it or give a positive value."));
     }
-    return value * unit;
+    return *value * unit;
 }
 
 } // namespace
@@ -77,23 +74,17 @@ ModelParameters model_preset(const std::string& name) {
 }
 
 ModelParameters read_model_parameters() {
-    const char* name = variable("PMR_TOFU_MODEL");
-    ModelParameters p = model_preset(name != nullptr ? name : "fugaku");
-    if (const char* tnis = variable("PMR_TOFU_TNIS")) {
-        char* end = nullptr;
-        const long n = std::strtol(tnis, &end, 10);
-        if (end == tnis || *end != '\0' || n < 1 || n > 16) {
-            raise<ArgumentError>(std::string("environment variable PMR_TOFU_TNIS='") + tnis +
-                                     "' is not a TNI count from 1 to 16",
-                                 "tofu node", "Give e.g. PMR_TOFU_TNIS=4 (K computer) or 6.");
-        }
-        p.tnis = static_cast<std::size_t>(n);
+    ModelParameters p = model_preset(*settings::choice("PMR_TOFU_MODEL"));
+    if (const auto tnis = settings::integer("PMR_TOFU_TNIS")) {
+        p.tnis = static_cast<std::size_t>(*tnis);
     }
-    p.link_bandwidth = positive("PMR_TOFU_LINK_GBS", p.link_bandwidth, 1e9, "4.76");
-    p.put_latency = positive("PMR_TOFU_LATENCY_US", p.put_latency, 1e-6, "0.91");
-    p.hop_latency = positive("PMR_TOFU_HOP_LATENCY_US", p.hop_latency, 1e-6, "0.1");
-    p.injection_bandwidth = positive("PMR_TOFU_INJECTION_GBS", p.injection_bandwidth, 1e9, "15");
-    p.time_scale = positive("PMR_TOFU_TIME_SCALE", p.time_scale, 1.0, "10");
+    const auto number = [](const char* name) { return settings::number(name); };
+    const auto seconds = [](const char* name) { return settings::duration(name); };
+    p.link_bandwidth = positive("PMR_TOFU_LINK_GBS", number, p.link_bandwidth, 1e9);
+    p.put_latency = positive("PMR_TOFU_LATENCY_US", seconds, p.put_latency, 1.0);
+    p.hop_latency = positive("PMR_TOFU_HOP_LATENCY_US", seconds, p.hop_latency, 1.0);
+    p.injection_bandwidth = positive("PMR_TOFU_INJECTION_GBS", number, p.injection_bandwidth, 1e9);
+    p.time_scale = positive("PMR_TOFU_TIME_SCALE", number, p.time_scale, 1.0);
     if (p.enabled && (p.link_bandwidth <= 0 || p.injection_bandwidth <= 0)) {
         raise<ArgumentError>("the Tofu timing model needs a link and an injection bandwidth",
                              "tofu timing model",

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Set-up messages between the two sides of a connection, carried by MPI.
+// Set-up messages between the two sides of a connection, carried by MPI (the post office,
+// post_office.hpp, keeps them for the process).
 //
 // Everything a side must tell its peer (who it is, where its windows are) is sent the moment the
 // object is constructed, without waiting for anything. The peer picks the message up at its first
@@ -14,6 +15,8 @@
 // is not pmr's, a duplicate, or one for a connection that no longer exists never passes silently.
 #pragma once
 
+#include "bootstrap/communicator_record.hpp"
+
 #include "base/blob.hpp"
 
 #include <mpi.h>
@@ -26,41 +29,12 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
-#include <vector>
 
 namespace pmr {
 class Target;
 }
 
-namespace pmr::detail {
-
-/// What is known of a peer process: its pid and its node (see base/node.hpp).
-struct PeerRecord {
-    std::int32_t pid = 0;
-    std::uint64_t node_key = 0;
-    std::string node; ///< empty when only the key is known (node maps exchange keys only)
-};
-
-/// pmr's set-up state of a communicator wrapped by pmr::Communicator, shared by the Communicator
-/// and everything made from it, and released with the last of them.
-struct CommunicatorRecord {
-    MPI_Comm comm = MPI_COMM_NULL;  ///< the communicator the application sees
-    bool owns_comm = false;         ///< a Cartesian communicator pmr made
-    MPI_Comm setup = MPI_COMM_NULL; ///< private duplicate, for set-up messages only
-    std::vector<PeerRecord> peers;  ///< by rank: who runs where
-
-    /// Duplicates `comm` and learns the node of every rank. Collective over `comm`.
-    /// @throws BootstrapError if MPI fails.
-    static std::shared_ptr<CommunicatorRecord> create(MPI_Comm comm, bool owns_comm);
-
-    CommunicatorRecord() = default;
-    CommunicatorRecord(const CommunicatorRecord&) = delete;
-    CommunicatorRecord& operator=(const CommunicatorRecord&) = delete;
-    /// Frees the communicators pmr made, if MPI is still active.
-    ~CommunicatorRecord();
-};
-
-namespace bootstrap {
+namespace pmr::detail::bootstrap {
 
 enum class Kind : std::uint32_t {
     hello = 1,          ///< a connection: who this side is, which provider it chose
@@ -160,19 +134,4 @@ inline void progress_sends() noexcept {
     }
 }
 
-/// Calls `hook` at the start of MPI_Finalize (through an attribute of MPI_COMM_SELF, whose delete
-/// callbacks MPI runs first), once, however often this is called. The core ends every live window
-/// there, so that a peer waiting on one learns it instead of waiting for a process that is gone
-/// into MPI_Finalize.
-/// @throws BootstrapError if MPI fails.
-void at_finalize(void (*hook)() noexcept);
-
-/// Largest user tag pmr accepts (MPI_TAG_UB / 2).
-int max_user_tag();
-/// Whether MPI is initialised and not finalised.
-bool mpi_active() noexcept;
-/// This process's rank in MPI_COMM_WORLD and its size (0 of 1 while MPI is not active).
-void world_position(int& rank, int& size) noexcept;
-
-} // namespace bootstrap
-} // namespace pmr::detail
+} // namespace pmr::detail::bootstrap
