@@ -516,6 +516,10 @@ void UcxProcess::handle(const Notice& notice, const void* data, std::size_t byte
 // -------------------------------------------------------------------------------------------------
 
 std::shared_ptr<MemoryHandle> UcxProcess::arena_block(std::size_t bytes, const std::string& where) {
+    if (!settings_.load_store) {
+        return std::make_shared<MemoryHandle>(
+            MemoryHandle::allocate(rails_[0].context, bytes, where));
+    }
     std::byte* data = allocate_shared(bytes, where);
     try {
         const MemoryLocation location = locate(data, bytes);

@@ -200,7 +200,12 @@ public:
     // --------------------------------------------------------------------------
     /// A zero-filled block of the arena (base/shared_memory.hpp) registered on rail 0: each arena
     /// segment is registered and packed once, and its blocks share that key; a block with a
-    /// memory file of its own is registered alone. Freed with the handle.
+    /// memory file of its own is registered alone. Freed with the handle. Without the load/store
+    /// path (PMR_UCX_RKEY_PTR=0) a block is UCX's own memory instead (UCP_MEM_MAP_ALLOCATE, one
+    /// registration per block): UCX 1.13 puts natively on the node (posix, sysv) only into memory
+    /// its shared-memory domains allocated, and emulates puts into any other memory with active
+    /// messages, which land only while the initiator's worker progresses (a credit granted before
+    /// the receiver enters MPI would wait there).
     /// @throws ResourceError where a limit is reached, ProviderError.
     std::shared_ptr<MemoryHandle> arena_block(std::size_t bytes, const std::string& where);
     void* allocate(std::size_t bytes, const std::string& where);

@@ -425,8 +425,7 @@ struct rails::Window<Ucx, rails::receive>::State : rails::RecvState<Transport> {
     State(const WindowSpec& spec, const std::shared_ptr<UcxProcess>& process)
         : RecvState(spec, process, staging_bytes(spec, *process)),
           memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
-          memfd_buffer(spec.buffer),
-          bytes(spec.bytes) {}
+          memfd_buffer(spec.buffer), bytes(spec.bytes) {}
 
     bool close();
     Blob describe() const;
