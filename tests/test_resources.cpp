@@ -111,14 +111,15 @@ bool round_checked(pmr::SendWindow<char>& send, pmr::RecvWindow<char>& recv, std
     return pmr_test::check_pattern(recv.data(), 0, bytes, peer_seed(window, round), "window");
 }
 
-/// `pairs` window pairs of 4 KiB over `connections` connections to the other rank, every fourth
-/// receive window on a user buffer (control block with a staging area), all used twice and checked.
-void many_pairs(std::size_t pairs, std::size_t connection_count) {
+/// `pairs` window pairs of 4 KiB over `connections` connections of `provider` to the other rank,
+/// every fourth receive window on a user buffer (control block with a staging area), all used
+/// twice and checked.
+void many_pairs(std::size_t pairs, std::size_t connection_count, pmr::Provider provider) {
     std::vector<pmr::Connection> connections;
     for (std::size_t c = 0; c < connection_count; ++c) {
         connections.emplace_back(
             pmr::Target(MPI_COMM_WORLD, peer_rank(), static_cast<int>(c), static_cast<int>(c)),
-            pmr::Provider::shm);
+            provider);
     }
     // Connections first: their pidfds are per connection, not per window.
     for (auto& connection : connections) {
@@ -181,18 +182,33 @@ TEST_CASE("2000 shm window pairs under a limit of 1024 open files", "[resources]
     start_together();
     const FileLimit limit(1024);
     SECTION("on one connection") {
-        many_pairs(2000, 1);
+        many_pairs(2000, 1, pmr::Provider::shm);
     }
     SECTION("on 40 connections") {
-        many_pairs(2000, 40);
+        many_pairs(2000, 40, pmr::Provider::shm);
     }
 }
 
+#if PMR_WITH_UCX
+TEST_CASE("2000 ucx window pairs under a limit of 1024 open files", "[resources][ucx]") {
+    start_together();
+    const FileLimit limit(1024);
+    SECTION("on one connection") {
+        many_pairs(2000, 1, pmr::Provider::ucx);
+    }
+    SECTION("on 40 connections") {
+        many_pairs(2000, 40, pmr::Provider::ucx);
+    }
+}
+#endif
+
 // 4,000 windows by default; the registration labelled soak runs 100,000
 // (PMR_TEST_LOOP_WINDOWS). Each window costs a set-up message, which bounds the pace.
-TEST_CASE("a create/use/destroy loop of shm windows stays flat", "[resources][loop]") {
+namespace {
+
+void create_use_destroy(pmr::Provider provider) {
     start_together();
-    pmr::Connection connection(pmr::Target(MPI_COMM_WORLD, peer_rank(), 7, 7), pmr::Provider::shm);
+    pmr::Connection connection(pmr::Target(MPI_COMM_WORLD, peer_rank(), 7, 7), provider);
     std::vector<char> user(pair_bytes);
     const std::size_t windows =
         std::stoul(pmr_test::environment("PMR_TEST_LOOP_WINDOWS").value_or("4000"));
@@ -224,9 +240,10 @@ TEST_CASE("a create/use/destroy loop of shm windows stays flat", "[resources][lo
     CHECK(wrong == 0);
     const std::size_t rss_after = resident_kib();
     const pmr::detail::ArenaUsage usage_after = pmr::detail::arena_usage();
-    INFO("fds " << fds << " -> " << open_fds() << ", mappings " << maps << " -> " << mappings()
-                << ", RSS " << rss << " -> " << rss_after << " KiB, arena blocks " << usage.blocks
-                << " -> " << usage_after.blocks << ", held " << usage_after.held);
+    INFO("provider " << static_cast<int>(provider) << ": fds " << fds << " -> " << open_fds()
+                     << ", mappings " << maps << " -> " << mappings() << ", RSS " << rss << " -> "
+                     << rss_after << " KiB, arena blocks " << usage.blocks << " -> "
+                     << usage_after.blocks << ", held " << usage_after.held);
     CHECK(open_fds() <= fds);
     CHECK(mappings() <= maps + 2);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -236,11 +253,30 @@ TEST_CASE("a create/use/destroy loop of shm windows stays flat", "[resources][lo
     CHECK(rss_after <= rss + 4096);
 #endif
     CHECK(usage_after.segments == usage.segments);
-    // At most one block may still wait for a sender's close here (seen once in several runs
-    // under load, not understood yet); a leak of holds grows with the loop.
-    CHECK(usage_after.held <= 1);
-    CHECK(usage_after.blocks <= usage.blocks);
+    // No hold is left by ucx windows: a receive window holds its blocks only for a sender that
+    // maps them (it mapped the sender's credit cell), such a sender writes its close word when its
+    // window goes, both sides' windows went before the barrier, and arena_usage() settles holds
+    // first. The shm loop (main's shm provider, not changed here) leaves one hold and its block
+    // now and then while the machine is busy (3 of 7 runs beside two CPU-bound processes, 0 of 19
+    // without them; the ucx loop after it added none), cause not found yet: allowed once, for shm
+    // only, so that a leak that grows with the loop still fails.
+    const std::size_t stray = provider == pmr::Provider::shm ? 1 : 0;
+    CHECK(usage_after.held <= usage.held + stray);
+    const std::size_t added = usage_after.held > usage.held ? usage_after.held - usage.held : 0;
+    CHECK(usage_after.blocks <= usage.blocks + added);
 }
+
+} // namespace
+
+TEST_CASE("a create/use/destroy loop of shm windows stays flat", "[resources][loop]") {
+    create_use_destroy(pmr::Provider::shm);
+}
+
+#if PMR_WITH_UCX
+TEST_CASE("a create/use/destroy loop of ucx windows stays flat", "[resources][loop][ucx]") {
+    create_use_destroy(pmr::Provider::ucx);
+}
+#endif
 
 TEST_CASE("a receive window destroyed while its sender is attached keeps its blocks",
           "[resources]") {
@@ -354,7 +390,7 @@ TEST_CASE("a full arena gives a ResourceError naming PMR_ARENA_LIMIT on both sid
 
 #if PMR_WITH_UCX
 TEST_CASE("ucx under a tiny limit of open files: a ResourceError, not a crash inside UCX",
-          "[resources]") {
+          "[resources][ucx]") {
     start_together();
     pmr::Connection connection(pmr::Target(MPI_COMM_WORLD, peer_rank(), 12, 12),
                                pmr::Provider::ucx);
@@ -367,16 +403,28 @@ TEST_CASE("ucx under a tiny limit of open files: a ResourceError, not a crash in
     const int lowest_free = dup(0);
     REQUIRE(lowest_free >= 0);
     close(lowest_free);
+    // Larger than a quarter of an arena step: a memory file of its own, which needs a descriptor.
+    const std::size_t large = pmr::detail::settings().arena_step / 2;
     std::exception_ptr error;
     {
         const FileLimit limit(static_cast<rlim_t>(lowest_free) + 4); // see the shm case
         CHECK_THROWS_AS(pmr::detail::require_descriptors(8, "test"), pmr::ResourceError);
     }
+    bool small_pair_worked = false;
     {
-        const FileLimit limit(static_cast<rlim_t>(lowest_free));
-        error = thrown([&] { pmr::RecvWindow<char> recv(connection, 4096); });
-        CHECK_THROWS_AS(pmr::SendWindow<char>(connection, 4096), pmr::ResourceError);
+        const FileLimit limit(static_cast<rlim_t>(lowest_free)); // no further descriptor
+        // Windows in the arena segments registered and mapped already need none.
+        error = thrown([&] {
+            pmr::SendWindow<char> send(connection, 4096);
+            pmr::RecvWindow<char> recv(connection, 4096);
+            small_pair_worked = round_checked(send, recv, 4096, 4, 0);
+        });
+        if (error == nullptr) {
+            error = thrown([&] { pmr::RecvWindow<char> recv(connection, large); });
+            CHECK_THROWS_AS(pmr::SendWindow<char>(connection, large), pmr::ResourceError);
+        }
     }
+    CHECK(small_pair_worked);
     const std::string message =
         message_of<pmr::ResourceError>([&] { std::rethrow_exception(error); });
     CHECK(message.find("RLIMIT_NOFILE") != std::string::npos);

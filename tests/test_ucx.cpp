@@ -7,6 +7,7 @@
 // processes). CTest runs it under several UCX configurations (tests/CMakeLists.txt).
 #include "support.hpp"
 
+#include "base/shared_memory.hpp"
 #include "providers/ucx/native.hpp"
 #include "providers/ucx/process.hpp"
 
@@ -75,15 +76,16 @@ TEST_CASE("corrupt remote keys are refused before UCX sees them", "[ucx][rkey]")
     using namespace pmr::detail;
     auto rails = ucx::UcxProcess::instance("test");
     auto endpoint = rails->endpoint(0, rails->rail(0).worker->address(), false, "test");
-    auto memory = ucx::MemoryHandle::allocate(rails->rail(0).context, 4096, 4096, "test");
-    const Blob packed = memory.pack("test");
+    auto memory = rails->arena_block(4096, "test");
+    const Blob packed = memory->pack();
 
     BlobWriter writer;
     ucx::put_key(writer, packed);
     Blob framed = writer.take();
     {
         BlobReader reader(framed);
-        ucx::RemoteKey key(endpoint, ucx::get_key(reader, "inbox", "test"), "inbox", "test");
+        ucx::RemoteKey key(endpoint, ucx::get_key(reader, "inbox", "test"), "inbox", "test",
+                           getpid());
         CHECK(key);
     }
     framed.back() ^= std::byte{0x5a};
@@ -92,9 +94,58 @@ TEST_CASE("corrupt remote keys are refused before UCX sees them", "[ucx][rkey]")
     CHECK(corrupt.find("remote key for its inbox is corrupt") != std::string::npos);
 
     auto shorter = message_of<pmr::ProviderError>(
-        [&] { ucx::RemoteKey(endpoint, Blob(3), "receive buffer", "here"); });
+        [&] { ucx::RemoteKey(endpoint, Blob(3), "receive buffer", "here", 0); });
     CHECK(shorter.find("malformed") != std::string::npos);
     CHECK(shorter.find("[here]") != std::string::npos);
+}
+
+TEST_CASE("blocks of one arena segment share one registration and one unpacked key",
+          "[ucx][rkey]") {
+    using namespace pmr::detail;
+    auto rails = ucx::UcxProcess::instance("test");
+    auto endpoint = rails->endpoint(0, rails->rail(0).worker->address(), false, "test");
+    auto first = rails->arena_block(4096, "test");
+    auto second = rails->arena_block(100, "test");
+    if (!rails->settings().load_store) {
+        // PMR_UCX_RKEY_PTR=0 (puts on the node too): UCX's own memory, a registration per block,
+        // into which UCX's shared-memory transports put without the owner's progress.
+        CHECK(locate(first->data(), 4096).fd < 0);
+        CHECK(locate(second->data(), 100).fd < 0);
+        CHECK(first->pack() != second->pack());
+        CHECK(std::all_of(second->data(), second->data() + 100,
+                          [](std::byte b) { return b == std::byte{0}; }));
+        return;
+    }
+    REQUIRE(locate(first->data(), 4096).segment != 0);
+    REQUIRE(locate(second->data(), 100).segment == locate(first->data(), 4096).segment);
+    CHECK(first->pack() == second->pack()); // packed once per segment
+    CHECK(std::all_of(second->data(), second->data() + 100,
+                      [](std::byte b) { return b == std::byte{0}; }));
+    const ucx::RemoteKey a(endpoint, first->pack(), "inbox", "test", getpid());
+    const ucx::RemoteKey b(endpoint, second->pack(), "inbox", "test", getpid());
+    CHECK(a.get() == b.get()); // unpacked once per endpoint
+    // A peer on this node maps the segment itself (here: this process's own arena).
+    const auto address = reinterpret_cast<std::uintptr_t>(second->data());
+    std::byte* mapped = b.pointer(address);
+    const std::string transports = pmr_test::environment("UCX_TLS").value_or("all");
+    const bool shared_memory = transports.find("all") != std::string::npos ||
+                               transports.find("posix") != std::string::npos ||
+                               transports.find("sysv") != std::string::npos ||
+                               transports.find("shm") != std::string::npos;
+    if (shared_memory) {
+        REQUIRE(mapped != nullptr);
+        mapped[7] = std::byte{42};
+        CHECK(second->data()[7] == std::byte{42});
+    } else { // UCX_TLS=tcp: the put path, as if the peer ran on another node
+        CHECK(mapped == nullptr);
+    }
+    // User memory is registered alone, and only the put path reaches it.
+    std::vector<std::byte> user(4096);
+    auto registered = std::make_shared<ucx::MemoryHandle>(
+        ucx::MemoryHandle::map(rails->rail(0).context, user.data(), user.size(), "test"));
+    const ucx::RemoteKey c(endpoint, registered->pack(), "receive buffer", "test", getpid());
+    CHECK(c.get() != a.get());
+    CHECK(c.pointer(reinterpret_cast<std::uintptr_t>(user.data())) == nullptr);
 }
 
 TEST_CASE("a receive window destroyed before its sender's first use", "[ucx][rkey]") {

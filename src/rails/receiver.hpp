@@ -118,6 +118,8 @@ public:
 
     /// The key under which close() keeps memory for a sender that has not connected.
     std::uint64_t id() const noexcept { return id_; }
+    /// Whether the sender maps this side's memory (its cell mapped here, see connect()).
+    bool sender_maps() const noexcept { return connection_ != nullptr && !sender_puts_; }
 
     Blob describe(const Blob& provider_part) const {
         RecvDescription d{};

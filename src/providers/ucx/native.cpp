@@ -11,6 +11,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
@@ -174,7 +178,7 @@ void Worker::fence(const std::string& where) const {
 Endpoint::Endpoint(std::shared_ptr<Worker> worker, const Blob& peer_address, bool peer_errors,
                    const std::string& where)
     : worker_(std::move(worker)), peer_errors_(peer_errors),
-      failure_(std::make_unique<std::atomic<int>>(UCS_OK)) {
+      failure_(std::make_unique<std::atomic<int>>(UCS_OK)), keys_(std::make_unique<KeyCache>()) {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -240,7 +244,7 @@ void Endpoint::on_error(void* arg, ucp_ep_h /*endpoint*/, ucs_status_t status) {
 Endpoint::Endpoint(Endpoint&& other) noexcept
     : worker_(std::move(other.worker_)), handle_(std::exchange(other.handle_, nullptr)),
       closing_(std::exchange(other.closing_, nullptr)), peer_errors_(other.peer_errors_),
-      failure_(std::move(other.failure_)) {}
+      failure_(std::move(other.failure_)), keys_(std::move(other.keys_)) {}
 
 Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
     if (this != &other) {
@@ -250,6 +254,7 @@ Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
         closing_ = std::exchange(other.closing_, nullptr);
         peer_errors_ = other.peer_errors_;
         failure_ = std::move(other.failure_);
+        keys_ = std::move(other.keys_);
     }
     return *this;
 }
@@ -259,6 +264,7 @@ Endpoint::~Endpoint() {
 }
 
 void Endpoint::release() noexcept {
+    keys_.reset(); // no RemoteKey holds this endpoint any more: every key is the cache's alone
     (void)close(teardown_grace_seconds());
 }
 
@@ -328,7 +334,7 @@ constexpr int unpack_descriptors = 8;
 } // namespace
 
 MemoryHandle MemoryHandle::allocate(std::shared_ptr<Context> context, std::size_t bytes,
-                                    std::size_t zeroed, const std::string& where) {
+                                    const std::string& where) {
     MemoryHandle m;
     ucp_mem_map_params_t params{};
     params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
@@ -344,12 +350,27 @@ MemoryHandle MemoryHandle::allocate(std::shared_ptr<Context> context, std::size_
     check(ucp_mem_query(m.handle_, &attr), "ucp_mem_query", where);
     m.data_ = static_cast<std::byte*>(attr.address);
     m.size_ = bytes;
-    std::fill(m.data_, m.data_ + std::min(zeroed, bytes), std::byte{0});
+    std::fill(m.data_, m.data_ + bytes, std::byte{0});
+    m.key_ = m.pack_key(KeyLocation{}, where);
     return m;
 }
 
+Blob MemoryHandle::pack_key(const KeyLocation& location, const std::string& where) const {
+    void* buffer = nullptr;
+    std::size_t length = 0;
+    check(ucp_rkey_pack(context_->get(), handle_, &buffer, &length), "ucp_rkey_pack", where);
+    const auto* packed = static_cast<const std::byte*>(buffer);
+    BlobWriter writer;
+    writer.put(location);
+    Blob key = writer.take();
+    key.insert(key.end(), packed, packed + length);
+    ucp_rkey_buffer_release(buffer);
+    return key;
+}
+
 MemoryHandle MemoryHandle::map(std::shared_ptr<Context> context, void* address, std::size_t bytes,
-                               const std::string& where) {
+                               const std::string& where, const KeyLocation& location,
+                               void (*free_block)(void*) noexcept) {
     MemoryHandle m;
     ucp_mem_map_params_t params{};
     params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -359,20 +380,42 @@ MemoryHandle MemoryHandle::map(std::shared_ptr<Context> context, void* address, 
     m.context_ = std::move(context);
     m.data_ = static_cast<std::byte*>(address);
     m.size_ = bytes;
+    m.key_ = m.pack_key(location, where);
+    m.free_block_ = free_block; // only now: a failure above leaves the block to the caller
+    return m;
+}
+
+MemoryHandle MemoryHandle::block(std::shared_ptr<const MemoryHandle> whole, std::byte* data,
+                                 std::size_t bytes, void (*free_block)(void*) noexcept,
+                                 const std::string& where) {
+    if (whole == nullptr || data < whole->data() || data + bytes > whole->data() + whole->size()) {
+        raise<ProviderError>("a block outside its registered segment", where);
+    }
+    MemoryHandle m;
+    m.key_ = whole->key_;
+    m.whole_ = std::move(whole);
+    m.free_block_ = free_block;
+    m.data_ = data;
+    m.size_ = bytes;
     return m;
 }
 
 MemoryHandle::MemoryHandle(MemoryHandle&& other) noexcept
     : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)),
-      data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      whole_(std::move(other.whole_)), free_block_(std::exchange(other.free_block_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+      key_(std::move(other.key_)) {}
 
 MemoryHandle& MemoryHandle::operator=(MemoryHandle&& other) noexcept {
     if (this != &other) {
         release();
         context_ = std::move(other.context_);
         handle_ = std::exchange(other.handle_, nullptr);
+        whole_ = std::move(other.whole_);
+        free_block_ = std::exchange(other.free_block_, nullptr);
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
+        key_ = std::move(other.key_);
     }
     return *this;
 }
@@ -386,16 +429,10 @@ void MemoryHandle::release() noexcept {
         ucp_mem_unmap(context_->get(), handle_);
         handle_ = nullptr;
     }
-}
-
-Blob MemoryHandle::pack(const std::string& where) const {
-    void* buffer = nullptr;
-    std::size_t length = 0;
-    check(ucp_rkey_pack(context_->get(), handle_, &buffer, &length), "ucp_rkey_pack", where);
-    const auto* bytes = static_cast<const std::byte*>(buffer);
-    Blob packed(bytes, bytes + length);
-    ucp_rkey_buffer_release(buffer);
-    return packed;
+    whole_.reset();
+    if (free_block_ != nullptr && data_ != nullptr) {
+        std::exchange(free_block_, nullptr)(data_);
+    }
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -426,22 +463,79 @@ Blob get_key(BlobReader& reader, const char* what, const std::string& where) {
     return packed;
 }
 
-RemoteKey::RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, const char* what,
-                     const std::string& where)
-    : endpoint_(std::move(endpoint)) {
+/// One unpacked remote key and, where the peer runs on this node, its memory file mapped here.
+struct UnpackedKey {
+    UnpackedKey() = default;
+    UnpackedKey(const UnpackedKey&) = delete;
+    UnpackedKey& operator=(const UnpackedKey&) = delete;
+    ~UnpackedKey() {
+        if (handle != nullptr) {
+            ucp_rkey_destroy(handle);
+        }
+    }
+
+    ucp_rkey_h handle = nullptr;
+    KeyLocation location;
+    std::shared_ptr<PeerMemory> segments; ///< the peer's arena segments (local peers)
+    SharedMapping own_file;               ///< a memory file of one block (local peers)
+};
+
+struct Endpoint::KeyCache {
+    std::mutex mutex;
+    std::map<Blob, std::shared_ptr<const UnpackedKey>> keys;
+    int shared_memory = -1; ///< whether UCX itself reaches the peer through shared memory
+};
+
+namespace {
+
+// Whether a context has a shared-memory transport of UCX among its resources
+// (ucp_context_print_info lists them as "#      resource 4  :  md 3  dev 3  flags --
+// posix/memory"): where it has, its memory was mapped by peers on the node before pmr's memory
+// files (ucp_rkey_ptr), and is now; with UCX_TLS=tcp it is not.
+bool context_shares_memory(ucp_context_h context) {
+    char* text = nullptr;
+    std::size_t length = 0;
+    FILE* stream = open_memstream(&text, &length);
+    if (stream == nullptr) {
+        return false;
+    }
+    ucp_context_print_info(context, stream);
+    std::fclose(stream);
+    const std::unique_ptr<char, void (*)(void*)> owner(text, &std::free);
+    const std::string info(text, length);
+    for (const char* transport : {"-- posix/", "-- sysv/", "-- xpmem/"}) {
+        if (info.find(transport) != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+std::shared_ptr<const UnpackedKey> Endpoint::remote_key(const Blob& packed, const char* what,
+                                                        const std::string& where, pid_t local_pid) {
     // ucp_ep_rkey_unpack trusts the buffer; every packed key starts with a 64-bit memory-domain
     // map.
-    if (packed.size() < sizeof(std::uint64_t)) {
+    if (packed.size() < sizeof(KeyLocation) + sizeof(std::uint64_t)) {
         raise<ProviderError>(std::string("the peer's remote key for its ") + what +
                                  " is malformed (" + std::to_string(packed.size()) + " B)",
                              where, "Are both sides running the same pmr and UCX versions?");
     }
+    std::lock_guard<std::mutex> lock(keys_->mutex);
+    const auto found = keys_->keys.find(packed);
+    if (found != keys_->keys.end()) {
+        return found->second;
+    }
+    auto key = std::make_shared<UnpackedKey>();
+    std::memcpy(&key->location, packed.data(), sizeof(KeyLocation));
     // UCX 1.13 crashes (uct_posix_rkey_release) when the shared-memory transport cannot open the
     // peer's segment for lack of descriptors: make sure there are some first.
     require_descriptors(unpack_descriptors, where);
-    const ucs_status_t status = ucp_ep_rkey_unpack(endpoint_->get(), packed.data(), &handle_);
+    const ucs_status_t status =
+        ucp_ep_rkey_unpack(handle_, packed.data() + sizeof(KeyLocation), &key->handle);
     if (status != UCS_OK) {
-        handle_ = nullptr;
+        key->handle = nullptr;
         raise_status(
             status,
             (std::string("ucp_ep_rkey_unpack of the peer's remote key for its ") + what).c_str(),
@@ -449,34 +543,65 @@ RemoteKey::RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, con
             "Both sides must run the same UCX version with compatible transports "
             "(UCX_TLS).");
     }
-}
-
-RemoteKey::RemoteKey(RemoteKey&& other) noexcept
-    : endpoint_(std::move(other.endpoint_)), handle_(std::exchange(other.handle_, nullptr)) {}
-
-RemoteKey& RemoteKey::operator=(RemoteKey&& other) noexcept {
-    if (this != &other) {
-        release();
-        endpoint_ = std::move(other.endpoint_);
-        handle_ = std::exchange(other.handle_, nullptr);
+    const KeyLocation& at = key->location;
+    if (local_pid > 0 && keys_->shared_memory < 0) {
+        keys_->shared_memory = context_shares_memory(worker_->context()->get()) ? 1 : 0;
     }
-    return *this;
-}
-
-RemoteKey::~RemoteKey() {
-    release();
-}
-
-void RemoteKey::release() noexcept {
-    if (handle_ != nullptr) {
-        ucp_rkey_destroy(handle_);
-        handle_ = nullptr;
+    if (local_pid > 0 && keys_->shared_memory == 1 && at.file_bytes > 0 && at.fd >= 0) {
+        if (at.segment != 0) {
+            key->segments = peer_memory(local_pid);
+        } else {
+            try {
+                key->own_file = SharedMapping::open(local_pid, static_cast<int>(at.fd), 0,
+                                                    at.file_bytes, where.c_str());
+            } catch (const Error& e) { // the put path then
+                debug_log(std::string("ucx: the peer's memory file not mapped: ") + e.what());
+            }
+        }
     }
+    // Only keys of arena segments are kept: a segment lives as long as its process, while user
+    // memory and blocks with files of their own come and go (and their addresses and descriptors
+    // with them).
+    if (at.segment != 0) {
+        keys_->keys.emplace(packed, key);
+    }
+    return key;
+}
+
+RemoteKey::RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, const char* what,
+                     const std::string& where, pid_t local_pid)
+    : endpoint_(std::move(endpoint)), key_(endpoint_->remote_key(packed, what, where, local_pid)) {}
+
+ucp_rkey_h RemoteKey::get() const noexcept {
+    return key_->handle;
 }
 
 std::byte* RemoteKey::pointer(std::uint64_t address) const noexcept {
+    if (key_ == nullptr) {
+        return nullptr;
+    }
+    const KeyLocation& at = key_->location;
+    if (address >= at.base && address - at.base < at.file_bytes) {
+        const std::uint64_t offset = address - at.base;
+        if (key_->own_file) {
+            return key_->own_file.data() + offset;
+        }
+        if (key_->segments != nullptr) {
+            MemoryLocation location;
+            location.fd = static_cast<int>(at.fd);
+            location.offset = offset;
+            location.segment = at.segment;
+            location.file_bytes = at.file_bytes;
+            try {
+                return key_->segments->address(location, 1, "ucx remote key");
+            } catch (const std::exception& e) {
+                debug_log(std::string("ucx: the peer's arena segment not mapped: ") + e.what());
+                return nullptr;
+            }
+        }
+    }
     void* local = nullptr;
-    if (handle_ == nullptr || ucp_rkey_ptr(handle_, address, &local) != UCS_OK) {
+    if (key_->handle == nullptr || ucp_rkey_ptr(key_->handle, address, &local) != UCS_OK) {
         return nullptr;
     }
     return static_cast<std::byte*>(local);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace pmr::detail::ucx {
@@ -92,6 +93,11 @@ private:
     bool thread_safe_ = true;
 };
 
+/// A peer's remote key, unpacked once per endpoint (so once per peer worker and rail) and shared
+/// by every RemoteKey of it: the blocks of one arena segment share one key, so a peer's windows
+/// cost one unpacked key, and at most a mapping, per segment (Endpoint::remote_key()).
+struct UnpackedKey;
+
 /// One UCP endpoint to a peer worker.
 class Endpoint {
 public:
@@ -133,6 +139,10 @@ public:
     bool rma_emulated() const;
     /// What ucp_ep_print_info says about this endpoint's lanes (empty if it cannot be had).
     std::string info() const;
+    /// The key `packed` (MemoryHandle::pack()) unpacked on this endpoint: once, then from a cache
+    /// (keys of arena segments, which live as long as their process).
+    std::shared_ptr<const UnpackedKey> remote_key(const Blob& packed, const char* what,
+                                                  const std::string& where, pid_t local_pid);
     /// UCS_OK while healthy; the error UCX reported for this endpoint otherwise.
     ucs_status_t failure() const noexcept {
         return failure_ ? static_cast<ucs_status_t>(failure_->load(std::memory_order_acquire))
@@ -153,21 +163,40 @@ private:
     bool peer_errors_ = false;
     // Written by UCX's error callback; on the heap so that moves do not invalidate its address.
     std::unique_ptr<std::atomic<int>> failure_;
+    struct KeyCache;
+    std::unique_ptr<KeyCache> keys_; ///< unpacked remote keys, by packed key
 };
 
-/// Memory mapped into a context: registered (user memory) or allocated by UCX.
+/// Where registered memory lies in a memory file of the arena (base/shared_memory.hpp), so that a
+/// peer on the node maps it itself (PeerMemory) instead of through UCX; travels in front of the
+/// packed remote key (MemoryHandle::pack()).
+struct KeyLocation {
+    std::uint64_t segment = 0;    ///< arena segment; 0: a memory file of the block's own
+    std::uint64_t base = 0;       ///< address of the file's first byte in the owner
+    std::uint64_t file_bytes = 0; ///< 0: not in a memory file (user memory)
+    std::int64_t fd = -1;         ///< the owner's descriptor of the file
+};
+
+/// Memory registered with a context: a whole arena segment, a block of one (sharing the segment's
+/// registration and remote key), or user memory.
 class MemoryHandle {
 public:
     MemoryHandle() noexcept = default;
-    /// UCP_MEM_MAP_ALLOCATE: memory of the transport's choosing. With shared-memory transports it
-    /// is a segment other processes on the node can map (ucp_rkey_ptr). The first `zeroed` bytes
-    /// are zero (UCX's heap fallback is not); the rest stays untouched, so that it costs no
-    /// physical memory until used.
+    /// UCP_MEM_MAP_ALLOCATE, zero-filled: memory of the transport's choosing (with shared-memory
+    /// transports a segment of its own, which UCX's puts on the node reach natively).
     static MemoryHandle allocate(std::shared_ptr<Context> context, std::size_t bytes,
-                                 std::size_t zeroed, const std::string& where);
-    /// Registers [address, address + bytes).
+                                 const std::string& where);
+    /// Registers [address, address + bytes); `location`: where it lies in a memory file, if it
+    /// does (travels with its key); `free_block`, if given, is called on `address` once the
+    /// registration is gone.
     static MemoryHandle map(std::shared_ptr<Context> context, void* address, std::size_t bytes,
-                            const std::string& where);
+                            const std::string& where, const KeyLocation& location = {},
+                            void (*free_block)(void*) noexcept = nullptr);
+    /// A block of `whole`'s memory, with its key; `free_block` is called on the block when
+    /// the handle goes (free_shared for the arena).
+    static MemoryHandle block(std::shared_ptr<const MemoryHandle> whole, std::byte* data,
+                              std::size_t bytes, void (*free_block)(void*) noexcept,
+                              const std::string& where);
     MemoryHandle(const MemoryHandle&) = delete;
     MemoryHandle& operator=(const MemoryHandle&) = delete;
     MemoryHandle(MemoryHandle&& other) noexcept;
@@ -176,17 +205,22 @@ public:
 
     std::byte* data() const noexcept { return data_; }
     std::size_t size() const noexcept { return size_; }
-    explicit operator bool() const noexcept { return handle_ != nullptr; }
-    /// Packed remote key, for the peer's ucp_ep_rkey_unpack.
-    Blob pack(const std::string& where) const;
+    explicit operator bool() const noexcept { return handle_ != nullptr || whole_ != nullptr; }
+    /// The key for a peer (RemoteKey): the KeyLocation, then what ucp_rkey_pack gives. Packed once
+    /// per registration: every block of an arena segment shares its segment's.
+    const Blob& pack() const noexcept { return key_; }
 
 private:
     void release() noexcept;
+    Blob pack_key(const KeyLocation& location, const std::string& where) const;
 
     std::shared_ptr<Context> context_;
     ucp_mem_h handle_ = nullptr;
+    std::shared_ptr<const MemoryHandle> whole_; ///< a block's segment
+    void (*free_block_)(void*) noexcept = nullptr;
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
+    Blob key_;
 };
 
 /// A packed remote key framed with its length and a checksum for the trip to the peer: UCX 1.13
@@ -201,28 +235,23 @@ Blob get_key(BlobReader& reader, const char* what, const std::string& where);
 class RemoteKey {
 public:
     RemoteKey() noexcept = default;
-    /// `what` names the memory in error messages ("receive buffer").
-    /// @throws ProviderError if the key is malformed or UCX reports that it cannot unpack it.
+    /// `what` names the memory in error messages ("receive buffer"); `local_pid`: the peer's
+    /// process where it runs on this node (its memory files can be mapped here), else 0.
+    /// @throws ProviderError if the key is malformed or UCX reports that it cannot unpack it,
+    ///         ResourceError where too few descriptors are left to unpack it safely.
     RemoteKey(std::shared_ptr<Endpoint> endpoint, const Blob& packed, const char* what,
-              const std::string& where);
-    RemoteKey(const RemoteKey&) = delete;
-    RemoteKey& operator=(const RemoteKey&) = delete;
-    RemoteKey(RemoteKey&& other) noexcept;
-    RemoteKey& operator=(RemoteKey&& other) noexcept;
-    ~RemoteKey();
+              const std::string& where, pid_t local_pid);
 
-    ucp_rkey_h get() const noexcept { return handle_; }
+    ucp_rkey_h get() const noexcept;
     const std::shared_ptr<Endpoint>& endpoint() const noexcept { return endpoint_; }
-    explicit operator bool() const noexcept { return handle_ != nullptr; }
-    /// Where the peer's `address` is mapped in this process (ucp_rkey_ptr), or null if the
-    /// transport cannot map it (network, user memory).
+    explicit operator bool() const noexcept { return key_ != nullptr; }
+    /// Where the peer's `address` is mapped in this process (its memory file, or ucp_rkey_ptr),
+    /// or null if it cannot be mapped here (another node, user memory).
     std::byte* pointer(std::uint64_t address) const noexcept;
 
 private:
-    void release() noexcept;
-
     std::shared_ptr<Endpoint> endpoint_;
-    ucp_rkey_h handle_ = nullptr;
+    std::shared_ptr<const UnpackedKey> key_;
 };
 
 /// A non-blocking UCP operation that did not complete at once. Freeing it before completion is

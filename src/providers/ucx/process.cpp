@@ -4,6 +4,7 @@
 #include "base/backoff.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/shared_memory.hpp"
 #include "rails/process_holder.hpp"
 #include "rails/settings.hpp"
 
@@ -208,8 +209,8 @@ CreditCell UcxProcess::acquire_cell(const std::string& where) {
     // progress.
     return cells_.acquire(
         [&](std::size_t bytes) {
-            Chunk chunk{MemoryHandle::allocate(rails_[0].context, bytes, bytes, where), Blob{}};
-            chunk.key = chunk.memory.pack(where);
+            Chunk chunk{arena_block(bytes, where), Blob{}};
+            chunk.key = chunk.memory->pack();
             return chunk;
         },
         where);
@@ -514,10 +515,50 @@ void UcxProcess::handle(const Notice& notice, const void* data, std::size_t byte
 // Library-owned memory
 // -------------------------------------------------------------------------------------------------
 
+std::shared_ptr<MemoryHandle> UcxProcess::arena_block(std::size_t bytes, const std::string& where) {
+    if (!settings_.load_store) {
+        return std::make_shared<MemoryHandle>(
+            MemoryHandle::allocate(rails_[0].context, bytes, where));
+    }
+    std::byte* data = allocate_shared(bytes, where);
+    try {
+        const MemoryLocation location = locate(data, bytes);
+        KeyLocation at;
+        at.segment = location.segment;
+        at.file_bytes = location.file_bytes;
+        at.fd = location.fd;
+        std::byte* const file = data - location.offset;
+        at.base = reinterpret_cast<std::uintptr_t>(file);
+        if (location.fd < 0 || location.segment == 0) { // a file of its own (or none)
+            return std::make_shared<MemoryHandle>(
+                MemoryHandle::map(rails_[0].context, data, bytes, where, at, &free_shared));
+        }
+        std::shared_ptr<const MemoryHandle> segment;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            const auto found = segments_.find(location.segment);
+            if (found != segments_.end()) {
+                segment = found->second;
+            }
+        }
+        if (segment == nullptr) {
+            // Registered outside the lock (the notice handler takes it inside UCX progress); a
+            // second thread registering the same segment meanwhile loses its registration.
+            auto whole = std::make_shared<const MemoryHandle>(
+                MemoryHandle::map(rails_[0].context, file, location.file_bytes, where, at));
+            std::lock_guard<std::mutex> lock(mutex_);
+            segment = segments_.emplace(location.segment, std::move(whole)).first->second;
+        }
+        return std::make_shared<MemoryHandle>(
+            MemoryHandle::block(std::move(segment), data, bytes, &free_shared, where));
+    } catch (...) {
+        free_shared(data);
+        throw;
+    }
+}
+
 void* UcxProcess::allocate(std::size_t bytes, const std::string& where) {
-    // pmr promises zeroed window memory.
-    auto memory = std::make_shared<MemoryHandle>(
-        MemoryHandle::allocate(rails_[0].context, bytes, bytes, where));
+    auto memory = arena_block(bytes, where); // zero-filled, as pmr promises window memory
     void* data = memory->data();
     kept_.add(std::move(memory));
     return data;

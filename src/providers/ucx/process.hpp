@@ -198,6 +198,16 @@ public:
 
     // Library-owned memory
     // --------------------------------------------------------------------------
+    /// A zero-filled block of the arena (base/shared_memory.hpp) registered on rail 0: each arena
+    /// segment is registered and packed once, and its blocks share that key; a block with a
+    /// memory file of its own is registered alone. Freed with the handle. Without the load/store
+    /// path (PMR_UCX_RKEY_PTR=0) a block is UCX's own memory instead (UCP_MEM_MAP_ALLOCATE, one
+    /// registration per block): UCX 1.13 puts natively on the node (posix, sysv) only into memory
+    /// its shared-memory domains allocated, and emulates puts into any other memory with active
+    /// messages, which land only while the initiator's worker progresses (a credit granted before
+    /// the receiver enters MPI would wait there).
+    /// @throws ResourceError where a limit is reached, ProviderError.
+    std::shared_ptr<MemoryHandle> arena_block(std::size_t bytes, const std::string& where);
     void* allocate(std::size_t bytes, const std::string& where);
     void deallocate(void* pointer) noexcept;
     /// The allocation containing [pointer, pointer + bytes), or null.
@@ -206,9 +216,9 @@ public:
 private:
     /// Memory of credit cells, and its key for peers.
     struct Chunk {
-        MemoryHandle memory;
+        std::shared_ptr<MemoryHandle> memory;
         Blob key;
-        std::byte* data() const noexcept { return memory.data(); }
+        std::byte* data() const noexcept { return memory->data(); }
     };
 
     static ucs_status_t on_notice(void* arg, const void* header, std::size_t header_length,
@@ -250,6 +260,9 @@ private:
     std::atomic<std::uint32_t> lane_looks_{0};
 
     rails::CellPool<Chunk> cells_;
+    mutable std::mutex mutex_; // segments_
+    /// Registrations of the arena's segments on rail 0, by segment; kept as long as this.
+    std::map<std::uint64_t, std::shared_ptr<const MemoryHandle>> segments_;
     rails::KeptMemory<MemoryHandle> kept_;
 
     std::mutex notices_mutex_; // notices_; never held while UCX runs (its handlers post notices)

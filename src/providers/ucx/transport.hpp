@@ -66,12 +66,12 @@ struct BasicTransport {
     }
     static RemoteKey unpack(Connection& connection, std::size_t rail, const Blob& key,
                             const char* what, const std::string& where) {
-        return RemoteKey(connection.endpoint(rail), key, what, where);
+        return RemoteKey(connection.endpoint(rail), key, what, where,
+                         connection.same_node() ? connection.peer_pid() : 0);
     }
-    static std::shared_ptr<Memory> allocate(Process& process, std::size_t bytes, std::size_t zeroed,
-                                            const std::string& where) {
-        return std::make_shared<Memory>(
-            MemoryHandle::allocate(process.rail(0).context, bytes, zeroed, where));
+    static std::shared_ptr<Memory> allocate(Process& process, std::size_t bytes,
+                                            std::size_t /*zeroed*/, const std::string& where) {
+        return process.arena_block(bytes, where); // zero-filled
     }
     static std::shared_ptr<Memory> map(Process& process, std::size_t rail, void* address,
                                        std::size_t bytes, const std::string& where) {
@@ -81,7 +81,7 @@ struct BasicTransport {
     static std::shared_ptr<Memory> owned(Process& process, const void* address, std::size_t bytes) {
         return process.allocation(address, bytes);
     }
-    static Blob pack(const Memory& memory, const std::string& where) { return memory.pack(where); }
+    static Blob pack(const Memory& memory, const std::string& /*where*/) { return memory.pack(); }
     static void put_key(BlobWriter& writer, const Blob& key) { ucx::put_key(writer, key); }
     static Blob get_key(BlobReader& reader, const char* what, const std::string& where) {
         return ucx::get_key(reader, what, where);

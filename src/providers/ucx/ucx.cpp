@@ -211,6 +211,8 @@ static_assert(rails::has_credit_carrier<Transport>::value,
 /// node maps its buffer (pmr::allocate memory), for the load/store path.
 struct LocalDescription {
     std::uint64_t memfd_offset; ///< where the buffer lies in its pmr::allocate memory file
+    std::uint64_t segment;      ///< its arena segment (mapped once per peer), 0: a file of its own
+    std::uint64_t file_bytes;   ///< size of the memory file
     std::int32_t memfd;         ///< -1: not pmr::allocate memory
     std::int32_t pid;
 };
@@ -235,7 +237,8 @@ struct rails::Window<Ucx, rails::send>::State : rails::SendState<Transport, fals
 
     // Load/store path: the copy channel of the shm provider on the mapped inbox.
     ucx::Inbox* mapped_inbox = nullptr;
-    SharedMapping buffer_mapping; ///< the receive buffer, when it is pmr::allocate memory
+    SharedMapping buffer_mapping; ///< the receive buffer, in a pmr::allocate file of its own
+    std::shared_ptr<PeerMemory> peer_segments; ///< the receive buffer's arena segment mapped
     CopySender copier;
 
     bool load_store() const noexcept { return mapped_inbox != nullptr; }
@@ -333,9 +336,19 @@ void rails::Window<Ucx, rails::send>::State::connect(Connection& connection, con
     }
     if (target.mapped == nullptr && local.memfd >= 0 && d.bytes > 0) {
         try {
-            s.buffer_mapping = SharedMapping::open(connection.peer_pid(), local.memfd,
-                                                   local.memfd_offset, d.bytes, s.at().c_str());
-            target.mapped = s.buffer_mapping.data();
+            if (local.segment != 0) { // one mapping per segment and peer process
+                MemoryLocation location;
+                location.fd = local.memfd;
+                location.offset = local.memfd_offset;
+                location.segment = local.segment;
+                location.file_bytes = local.file_bytes;
+                s.peer_segments = peer_memory(connection.peer_pid());
+                target.mapped = s.peer_segments->address(location, d.bytes, s.at().c_str());
+            } else {
+                s.buffer_mapping = SharedMapping::open(connection.peer_pid(), local.memfd,
+                                                       local.memfd_offset, d.bytes, s.at().c_str());
+                target.mapped = s.buffer_mapping.data();
+            }
         } catch (const Error& e) {
             debug_log(std::string("ucx: pmr memory of the peer not mapped: ") + e.what());
         }
@@ -348,7 +361,7 @@ void rails::Window<Ucx, rails::send>::State::connect(Connection& connection, con
     target.cma = settings().shm_cma;
     target.cma_threshold = settings().shm_cma_threshold;
     s.copier.attach(target, s.where);
-    debug_log(std::string("ucx: load/store through ucp_rkey_ptr: ") +
+    debug_log(std::string("ucx: load/store through the receiver's mapped memory: ") +
               (target.mapped != nullptr ? "memcpy into the mapped receive buffer"
                : target.cma             ? "cross-memory attach above PMR_SHM_CMA_THRESHOLD, "
                                           "staging below"
@@ -412,20 +425,42 @@ struct rails::Window<Ucx, rails::receive>::State : rails::RecvState<Transport> {
     State(const WindowSpec& spec, const std::shared_ptr<UcxProcess>& process)
         : RecvState(spec, process, staging_bytes(spec, *process)),
           memfd(spec.bytes > 0 ? locate(spec.buffer, spec.bytes) : MemoryLocation{}),
-          bytes(spec.bytes) {}
+          memfd_buffer(spec.buffer), bytes(spec.bytes) {}
 
     bool close();
     Blob describe() const;
     void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
 
     MemoryLocation memfd; ///< pmr::allocate memory, which a sender on this node maps
+    const void* memfd_buffer = nullptr;
     std::size_t bytes = 0;
     /// Counted in UcxProcess::watch() (may receive by rendezvous); alive while `rails` is.
     UcxProcess* watched = nullptr;
+    pid_t peer_pid = 0; ///< the sender's process, where it runs on this node
 };
 
 bool rails::Window<Ucx, rails::receive>::State::close() {
     UcxProcess* const was_watched = std::exchange(watched, nullptr);
+    ucx::Inbox* const inbox = rails.inbox();
+    if (rails.sender_maps() && peer_pid > 0 &&
+        inbox->block.sender_closed.load(std::memory_order_acquire) == 0) {
+        // A sender that maps this side's arena blocks writes into them until its close (the
+        // control block's last word): they are not handed out again before that, as in the shm
+        // provider.
+        try {
+            hold_shared(inbox, &inbox->block.sender_closed, peer_pid);
+            if (bytes > 0 && memfd.fd >= 0) {
+                hold_shared(memfd_buffer, &inbox->block.sender_closed, peer_pid);
+            }
+        } catch (...) {
+            // No memory for the record: keeping the window's memory beats its reuse under a
+            // writer.
+            if (was_watched != nullptr) {
+                was_watched->unwatch();
+            }
+            return false;
+        }
+    }
     // False: the sender may still write into this state (UCX reads the credit from it).
     const bool closed = rails.close();
     if (was_watched != nullptr) {
@@ -439,6 +474,8 @@ Blob rails::Window<Ucx, rails::receive>::State::describe() const {
     LocalDescription local{};
     local.memfd = s.memfd.fd;
     local.memfd_offset = s.memfd.offset;
+    local.segment = s.memfd.segment;
+    local.file_bytes = s.memfd.file_bytes;
     local.pid = static_cast<std::int32_t>(getpid());
     return s.rails.describe(BlobWriter().put(local).take());
 }
@@ -447,6 +484,7 @@ void rails::Window<Ucx, rails::receive>::State::connect(Connection& connection, 
                                                         std::size_t peer_bytes) {
     State& s = *this;
     s.rails.connect(connection, peer, connection.process().settings().load_store);
+    s.peer_pid = connection.same_node() ? connection.peer_pid() : 0;
     if (connection.messages()) {
         s.rails.use_credit_notices(); // unless the sender's cell is mapped here
     }
