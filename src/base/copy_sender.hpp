@@ -266,6 +266,18 @@ private:
     bool cma_proven_ = false; ///< a CMA copy into the receiver worked: rounds may be shared
 };
 
+/// A CopySender that tells the receiver it is gone when it goes (close()). Declared as a window's
+/// last member, it closes before the memory it writes into (the window's mappings) is unmapped.
+class ClosingCopySender : public CopySender {
+public:
+    ClosingCopySender() = default;
+    ClosingCopySender(const ClosingCopySender&) = delete;
+    ClosingCopySender& operator=(const ClosingCopySender&) = delete;
+    ClosingCopySender(ClosingCopySender&&) noexcept = default;
+    ClosingCopySender& operator=(ClosingCopySender&&) noexcept = default;
+    ~ClosingCopySender() { close(); }
+};
+
 /// The receiving half: a round counter on a control block.
 class CopyReceiver {
 public:

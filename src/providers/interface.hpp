@@ -84,6 +84,32 @@ struct WindowSpec {
     const std::string* where = nullptr; ///< for error messages; lives as long as the window
 };
 
+/// Ready-made parts for providers whose connections carry no state of their own (null, self):
+/// chosen by the target alone, never for a peer's location (preference 0) ...
+struct ChosenByTargetOnly {
+    static constexpr int preference = 0;
+    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
+};
+
+/// ... with nothing to say in the handshake ... (`P` keeps the types of two providers apart in the
+/// core's variants)
+template <Provider P>
+struct SilentLocal {
+    explicit SilentLocal(const ConnectionSetup& /*setup*/) noexcept {}
+    Blob hello() const { return {}; }
+};
+
+/// ... and a connection of one rail whose peer is never lost (it is this process, or none).
+template <Provider P>
+class StatelessConnection {
+public:
+    StatelessConnection(SilentLocal<P>&& /*local*/, const ConnectionSetup& /*setup*/,
+                        const PeerInfo& /*peer*/, const Blob& /*hello*/) noexcept {}
+    std::size_t rails() const noexcept { return 1; }
+    RailInfo rail(std::size_t /*index*/) const { return {}; }
+    bool peer_alive() const noexcept { return true; }
+};
+
 namespace check {
 
 template <class W, class = void>

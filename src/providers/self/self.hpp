@@ -11,26 +11,12 @@
 
 namespace pmr::detail {
 
-struct Self {
+struct Self : ChosenByTargetOnly {
     static constexpr Provider id = Provider::self;
-    static constexpr int preference = 0; // chosen by the target, never by the peer's location
-    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
     static constexpr bool handshake = true;
     static constexpr bool has_rails = false;
-
-    struct Local {
-        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
-        Blob hello() const { return {}; }
-    };
-
-    class Connection {
-    public:
-        Connection(Local&& /*local*/, const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
-                   const Blob& /*hello*/) noexcept {}
-        std::size_t rails() const noexcept { return 1; }
-        RailInfo rail(std::size_t /*index*/) const { return {}; }
-        bool peer_alive() const noexcept { return true; }
-    };
+    using Local = SilentLocal<Provider::self>;
+    using Connection = StatelessConnection<Provider::self>;
 
     /// The receiving end, kept alive by both windows so neither outlives the memory it touches.
     struct Endpoint {
@@ -42,9 +28,6 @@ struct Self {
     class SendWindow {
     public:
         explicit SendWindow(const WindowSpec& spec) noexcept : where_(spec.where) {}
-        SendWindow(SendWindow&&) noexcept = default;
-        SendWindow& operator=(SendWindow&&) noexcept = default;
-        ~SendWindow() { sender_.close(); }
 
         Blob describe() const { return {}; }
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
@@ -55,7 +38,7 @@ struct Self {
     private:
         const std::string* where_;
         std::shared_ptr<Endpoint> endpoint_;
-        CopySender sender_;
+        ClosingCopySender sender_; // last: closes before the members above go
     };
 
     class RecvWindow {

@@ -39,10 +39,7 @@ struct Shm {
     static constexpr bool handshake = true;
     static constexpr bool has_rails = false;
 
-    struct Local {
-        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
-        Blob hello() const { return {}; }
-    };
+    using Local = SilentLocal<Provider::shm>;
 
     class Connection {
     public:
@@ -92,9 +89,6 @@ struct Shm {
     class SendWindow {
     public:
         explicit SendWindow(const WindowSpec& spec) noexcept;
-        SendWindow(SendWindow&&) noexcept = default;
-        SendWindow& operator=(SendWindow&&) noexcept = default;
-        ~SendWindow() { sender_.close(); }
 
         Blob describe() const { return {}; }
         /// @throws ProviderError for a description that does not fit the peer's window.
@@ -110,9 +104,9 @@ struct Shm {
 
         const std::string* where_;
         std::shared_ptr<PeerMemory> peer_memory_; // keeps the mappings of the peer's segments
-        SharedMapping control_; // the receiver's control block and staging area, own file only
-        SharedMapping buffer_;  // the receiver's buffer, when pmr memory with a file of its own
-        CopySender sender_;
+        SharedMapping control_;    // the receiver's control block and staging area, own file only
+        SharedMapping buffer_;     // the receiver's buffer, when pmr memory with a file of its own
+        ClosingCopySender sender_; // last: closes before the members above go
     };
 
     class RecvWindow {
