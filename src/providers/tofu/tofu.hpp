@@ -21,6 +21,7 @@
 #include "base/peer_process.hpp"
 #include "providers/interface.hpp"
 #include "providers/tofu/process.hpp"
+#include "rails/process_base.hpp"
 #include "rails/windows.hpp"
 
 #include <memory>
@@ -55,14 +56,11 @@ struct Tofu {
         std::shared_ptr<tofu::TofuProcess> process;
     };
 
-    class Connection {
+    class Connection : public rails::ConnectionBase<tofu::TofuProcess> {
     public:
         /// @throws ProviderError if the peer is not on this machine or its node cannot be mapped.
         Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
                    const Blob& hello);
-        Connection(Connection&& other) noexcept = default;
-        Connection& operator=(Connection&& other) = delete;
-        ~Connection() = default;
 
         std::size_t rails() const noexcept { return rails_; }
         RailInfo rail(std::size_t index) const;
@@ -76,12 +74,10 @@ struct Tofu {
         std::size_t remote_tni(std::size_t rail) const noexcept {
             return tni(rail) % peer_.node->tnis();
         }
-        tofu::TofuProcess& process() const noexcept { return *process_; }
         const tofu::Peer& peer() const noexcept { return peer_; }
         void progress() const noexcept { process_->progress(); }
 
     private:
-        std::shared_ptr<tofu::TofuProcess> process_;
         tofu::Peer peer_;
         std::size_t rails_ = 1;
         std::size_t first_tni_ = 0;
