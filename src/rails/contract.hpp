@@ -81,6 +81,16 @@ inline double teardown_grace_seconds() noexcept {
     }
 }
 
+/// The types a transport names (see the contract above), for a transport to derive from.
+template <class ConnectionT, class ProcessT, class MemoryT, class RemoteKeyT, class RequestT>
+struct TransportTypes {
+    using Connection = ConnectionT;
+    using Process = ProcessT;
+    using Memory = MemoryT;
+    using RemoteKey = RemoteKeyT;
+    using Request = RequestT;
+};
+
 namespace check {
 template <class T, class = void>
 struct is_transport : std::false_type {};

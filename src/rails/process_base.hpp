@@ -40,8 +40,12 @@ public:
         return static_cast<const Derived&>(*this).kept_.find(pointer, bytes);
     }
 
+    ProcessBase(const ProcessBase&) = delete;
+    ProcessBase& operator=(const ProcessBase&) = delete;
+
 protected:
     ProcessBase() = default;
+    ~ProcessBase() = default;
 
     /// Keeps `memory` as a library-owned window's until deallocate_window(); returns its data.
     void* keep_window(std::shared_ptr<M> memory) {
@@ -52,6 +56,18 @@ protected:
 
 private:
     KeptMemory<M>& kept() noexcept { return static_cast<Derived&>(*this).kept_; }
+};
+
+/// What every rails provider says of itself (providers/interface.hpp): set-up messages, rails.
+struct RailsProvider {
+    static constexpr bool handshake = true;
+    static constexpr bool has_rails = true;
+};
+
+/// This side of a rails connection before the handshake holds the process state.
+template <class Process>
+struct LocalBase {
+    std::shared_ptr<Process> process;
 };
 
 /// The part of a rails provider's connection that holds the process state. Connections move (the

@@ -102,8 +102,6 @@ struct Peer {
 class TofuProcess : public rails::ProcessBase<TofuProcess, Memory> {
 public:
     TofuProcess(const TofuSettings& settings, const std::string& where);
-    TofuProcess(const TofuProcess&) = delete;
-    TofuProcess& operator=(const TofuProcess&) = delete;
     ~TofuProcess();
 
     std::size_t tnis() const noexcept { return node_->tnis(); }

@@ -24,7 +24,7 @@ void Tofu::deallocate(void* pointer) noexcept {
     }
 }
 
-Tofu::Local::Local(const ConnectionSetup& setup) : process(TofuProcess::instance(setup.where)) {}
+Tofu::Local::Local(const ConnectionSetup& setup) : LocalBase{TofuProcess::instance(setup.where)} {}
 
 // -------------------------------------------------------------------------------------------------
 // Connection

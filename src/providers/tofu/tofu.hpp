@@ -29,13 +29,11 @@
 
 namespace pmr::detail {
 
-struct Tofu {
+struct Tofu : rails::RailsProvider {
     static constexpr Provider id = Provider::tofu;
     static constexpr int preference = 0;
     /// The emulated interconnect spans the processes of one machine.
     static bool reaches(const PeerInfo& peer) noexcept { return peer.same_node; }
-    static constexpr bool handshake = true;
-    static constexpr bool has_rails = true;
     /// For the neighbour exchange: the emulated Tofu (8 ranks on a 2 x 2 x 2 torus, 4 TNIs, model
     /// k) has split slower than direct up to 64 KiB and faster from 256 KiB: a split message costs
     /// 10 puts against 4 to 5 whole, and every put of the emulation costs CPU that the 2 cores of
@@ -49,11 +47,9 @@ struct Tofu {
     static void* allocate(std::size_t bytes, const std::string& where);
     static void deallocate(void* pointer) noexcept;
 
-    struct Local {
+    struct Local : rails::LocalBase<tofu::TofuProcess> {
         explicit Local(const ConnectionSetup& setup);
         Blob hello() const { return process->hello(); }
-
-        std::shared_ptr<tofu::TofuProcess> process;
     };
 
     class Connection : public rails::ConnectionBase<tofu::TofuProcess> {

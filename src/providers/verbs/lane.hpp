@@ -229,8 +229,6 @@ const VerbsSettings& verbs_settings();
 class VerbsProcess : public rails::ProcessBase<VerbsProcess, Memory> {
 public:
     VerbsProcess(const VerbsSettings& settings, const std::string& where);
-    VerbsProcess(const VerbsProcess&) = delete;
-    VerbsProcess& operator=(const VerbsProcess&) = delete;
     ~VerbsProcess();
 
     std::size_t size() const noexcept { return rails_.size(); }

@@ -44,7 +44,7 @@ void Verbs::deallocate(void* pointer) noexcept {
     }
 }
 
-Verbs::Local::Local(const ConnectionSetup& setup) : process(VerbsProcess::instance(setup.where)) {
+Verbs::Local::Local(const ConnectionSetup& setup) : LocalBase{VerbsProcess::instance(setup.where)} {
     for (std::size_t rail = 0; rail < process->size(); ++rail) {
         lanes.push_back(std::make_shared<Lane>(*process, rail,
                                                setup.where + ", verbs rail " +

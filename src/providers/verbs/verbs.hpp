@@ -34,26 +34,23 @@
 
 namespace pmr::detail {
 
-struct Verbs {
+struct Verbs : rails::RailsProvider {
     static constexpr Provider id = Provider::verbs;
     /// After ucx: where both are compiled in, UCX (which uses the same devices) stays the default
     /// until the verbs provider has been measured on hardware.
     static constexpr int preference = 5;
     /// Peers on other nodes, when this host has an active RDMA port.
     static bool reaches(const PeerInfo& peer) noexcept;
-    static constexpr bool handshake = true;
-    static constexpr bool has_rails = true;
 
     /// Memory for library-owned windows of verbs connections, registered at allocation.
     static void* allocate(std::size_t bytes, const std::string& where);
     static void deallocate(void* pointer) noexcept;
 
-    struct Local {
+    struct Local : rails::LocalBase<verbs::VerbsProcess> {
         /// @throws ProviderError if this host has no usable RDMA port.
         explicit Local(const ConnectionSetup& setup);
         Blob hello() const;
 
-        std::shared_ptr<verbs::VerbsProcess> process;
         std::vector<std::shared_ptr<verbs::Lane>> lanes;
     };
 
