@@ -7,12 +7,8 @@
 
 namespace pmr::detail {
 
-struct Null : ChosenByTargetOnly {
-    static constexpr Provider id = Provider::null;
+struct Null : StatelessProvider<Provider::null> {
     static constexpr bool handshake = false;
-    static constexpr bool has_rails = false;
-    using Local = SilentLocal<Provider::null>;
-    using Connection = StatelessConnection<Provider::null>;
 
     class Window {
     public:

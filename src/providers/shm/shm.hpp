@@ -86,18 +86,15 @@ struct Shm {
     static Description parse_description(const Blob& message, pid_t peer_pid,
                                          std::size_t peer_bytes, const std::string& where);
 
-    class SendWindow {
+    class SendWindow : public CopySenderCalls<SendWindow> {
     public:
         explicit SendWindow(const WindowSpec& spec) noexcept;
 
-        Blob describe() const { return {}; }
         /// @throws ProviderError for a description that does not fit the peer's window.
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
-        void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
-        bool test() { return sender_.progress(); }
-        bool peer_gone() const noexcept { return false; }
 
     private:
+        friend class CopySenderCalls<SendWindow>;
         /// Address of `place` in the peer's memory, mapped into `own` if it has a file of its own.
         std::byte* map(Connection& connection, const Place& place, std::size_t bytes,
                        SharedMapping& own);
@@ -109,7 +106,7 @@ struct Shm {
         ClosingCopySender sender_; // last: closes before the members above go
     };
 
-    class RecvWindow {
+    class RecvWindow : public CopyReceiverCalls {
     public:
         explicit RecvWindow(const WindowSpec& spec);
         RecvWindow(RecvWindow&&) noexcept = default;
@@ -118,10 +115,6 @@ struct Shm {
 
         Blob describe() const;
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) noexcept;
-        void init() noexcept { receiver_.init(); }
-        bool test() noexcept { return receiver_.test(); }
-        std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }
-        bool peer_gone() const noexcept { return receiver_.sender_closed(); }
 
     private:
         struct Free {
@@ -136,7 +129,6 @@ struct Shm {
         std::uintptr_t address_ = 0;
         std::size_t bytes_ = 0;
         Connection* connection_ = nullptr;
-        CopyReceiver receiver_;
     };
 };
 
