@@ -25,20 +25,14 @@ namespace pmr::detail::tofu {
 
 namespace {
 
-constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'32ULL; // "pmrtofu2"
+constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'33ULL; // "pmrtofu3"
 constexpr std::size_t line = 64;
 /// How long a poll waits for the command behind one that landed (ns, real time).
 constexpr std::int64_t spin_ns = 2000;
 
 struct alignas(line) NoticeEntry {
     std::atomic<std::uint64_t> sequence{0}; ///< ticket + 1 once written
-    std::uint64_t source = 0;
-    std::uint64_t stadd = 0;
-    std::uint64_t bytes = 0;
-    std::uint32_t source_tni = 0;
-    std::uint8_t edata = 0;
-    std::uint8_t piggyback_bytes = 0;
-    std::byte piggyback[piggyback_capacity] = {};
+    RemoteNotice notice;
 };
 static_assert(sizeof(NoticeEntry) == 2 * line);
 
@@ -222,13 +216,7 @@ bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
     if (entry.sequence.load(std::memory_order_acquire) != head + 1) {
         return false;
     }
-    notice.source = entry.source;
-    notice.source_tni = entry.source_tni;
-    notice.stadd = entry.stadd;
-    notice.bytes = entry.bytes;
-    notice.edata = entry.edata;
-    notice.piggyback_bytes = entry.piggyback_bytes;
-    std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
+    notice = entry.notice;
     queue.head.store(head + 1, std::memory_order_release);
     polled_notices_.store(polled_notices_.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
@@ -324,13 +312,7 @@ bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
     } while (!queue.tail.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
                                                std::memory_order_relaxed));
     NoticeEntry& entry = notice_entry(queue, header->entries, ticket);
-    entry.source = notice.source;
-    entry.source_tni = notice.source_tni;
-    entry.stadd = notice.stadd;
-    entry.bytes = notice.bytes;
-    entry.edata = notice.edata;
-    entry.piggyback_bytes = notice.piggyback_bytes;
-    std::memcpy(entry.piggyback, notice.piggyback.data(), piggyback_capacity);
+    entry.notice = notice;
     entry.sequence.store(ticket + 1, std::memory_order_release);
     header->notices.fetch_add(1, std::memory_order_acq_rel);
     return true;
