@@ -12,6 +12,7 @@
 #include "collectives/engine.hpp"
 
 #include "base/error.hpp"
+#include "base/names.hpp"
 
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
@@ -30,29 +31,23 @@
 
 namespace pmr {
 
+namespace {
+
+/// The first name of each is the one printed; "auto" is read too.
+constexpr detail::Named<NeighborAlgorithm> neighbor_algorithm_names[] = {
+    {NeighborAlgorithm::direct, "direct"},
+    {NeighborAlgorithm::split, "split"},
+    {NeighborAlgorithm::automatic, "automatic"},
+    {NeighborAlgorithm::automatic, "auto"}};
+
+} // namespace
+
 std::string_view to_string(NeighborAlgorithm algorithm) noexcept {
-    switch (algorithm) {
-    case NeighborAlgorithm::direct:
-        return "direct";
-    case NeighborAlgorithm::split:
-        return "split";
-    case NeighborAlgorithm::automatic:
-        return "automatic";
-    }
-    return "unknown";
+    return detail::name_of(algorithm, neighbor_algorithm_names, "unknown");
 }
 
 std::optional<NeighborAlgorithm> neighbor_algorithm_from_string(std::string_view name) noexcept {
-    if (name == "direct") {
-        return NeighborAlgorithm::direct;
-    }
-    if (name == "split") {
-        return NeighborAlgorithm::split;
-    }
-    if (name == "automatic" || name == "auto") {
-        return NeighborAlgorithm::automatic;
-    }
-    return std::nullopt;
+    return detail::value_of(name, neighbor_algorithm_names);
 }
 
 namespace detail {
