@@ -113,6 +113,29 @@ struct NeighborLink {
     RecvWindow<unsigned char> recv;  // empty if nothing is received
 };
 
+/// Starts a round of `link`'s header windows, the send carrying its first `bytes` bytes, and
+/// adds both windows to `list` for the caller's wait.
+void start_header_round(NeighborLink& link, std::size_t bytes, std::vector<Waitable>& list) {
+    link.header_recv.init();
+    link.header_send.init();
+    link.header_send.post(bytes);
+    link.header_recv.post();
+    list.push_back(waitable(link.header_send));
+    list.push_back(waitable(link.header_recv));
+}
+
+/// A window of `bytes` on `connection`: library-owned when `owned` (then `buffer` is set to its
+/// memory), else over the caller's `buffer`.
+template <class Window>
+Window make_window(Connection& connection, bool owned, std::byte*& buffer, std::size_t bytes) {
+    if (owned) {
+        Window window(connection, bytes);
+        buffer = reinterpret_cast<std::byte*>(window.data());
+        return window;
+    }
+    return Window(connection, reinterpret_cast<unsigned char*>(buffer), bytes);
+}
+
 /// One post of a round: a window and its pieces per rail (none: a plain post on rail 0).
 struct NeighborPost {
     SendWindow<unsigned char>* window;
@@ -326,12 +349,7 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
                                                   link.rails,
                                                   calibrate ? 1U : 0U};
         std::copy(std::begin(mine), std::end(mine), link.header_send.data());
-        link.header_recv.init();
-        link.header_send.init();
-        link.header_send.post();
-        link.header_recv.post();
-        list.push_back(waitable(link.header_send));
-        list.push_back(waitable(link.header_recv));
+        start_header_round(link, link.header_send.bytes(), list);
     }
     wait_all(list.data(), list.size());
 
@@ -397,24 +415,12 @@ void NeighborCore::State::make_windows() {
     }
     for (NeighborLink& link : links) {
         if (link.send_bytes > 0) {
-            if (owned) {
-                link.send = SendWindow<unsigned char>(link.connection, link.send_bytes);
-                send[link.index] = reinterpret_cast<std::byte*>(link.send.data());
-            } else {
-                link.send = SendWindow<unsigned char>(
-                    link.connection, reinterpret_cast<unsigned char*>(send[link.index]),
-                    link.send_bytes);
-            }
+            link.send = make_window<SendWindow<unsigned char>>(link.connection, owned,
+                                                               send[link.index], link.send_bytes);
         }
         if (link.recv_bytes > 0) {
-            if (owned) {
-                link.recv = RecvWindow<unsigned char>(link.connection, link.recv_bytes);
-                recv[link.index] = reinterpret_cast<std::byte*>(link.recv.data());
-            } else {
-                link.recv = RecvWindow<unsigned char>(
-                    link.connection, reinterpret_cast<unsigned char*>(recv[link.index]),
-                    link.recv_bytes);
-            }
+            link.recv = make_window<RecvWindow<unsigned char>>(link.connection, owned,
+                                                               recv[link.index], link.recv_bytes);
         }
     }
     waitables.clear();
@@ -562,12 +568,7 @@ std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint6
             std::uint64_t* out = link.header_send.data();
             out[0] = header_magic + 1 + r;
             std::copy(values.begin(), values.end(), out + 1);
-            link.header_recv.init();
-            link.header_send.init();
-            link.header_send.post((values.size() + 1) * sizeof(std::uint64_t));
-            link.header_recv.post();
-            list.push_back(waitable(link.header_send));
-            list.push_back(waitable(link.header_recv));
+            start_header_round(link, (values.size() + 1) * sizeof(std::uint64_t), list);
         }
         wait_all(list.data(), list.size());
         for (NeighborLink& link : links) {
