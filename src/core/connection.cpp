@@ -87,7 +87,6 @@ Blob hello_of(const Locals& locals) {
     return hello;
 }
 
-
 } // namespace
 
 void answer_hellos() noexcept {
