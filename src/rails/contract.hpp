@@ -81,11 +81,12 @@ inline double teardown_grace_seconds() noexcept {
     }
 }
 
-/// The types a transport names (see the contract above), for a transport to derive from.
-template <class ConnectionT, class ProcessT, class MemoryT, class RemoteKeyT, class RequestT>
+/// The types a transport names (see the contract above), for a transport to derive from. The
+/// process state is the connection's (ConnectionBase, process_base.hpp).
+template <class ConnectionT, class MemoryT, class RemoteKeyT, class RequestT>
 struct TransportTypes {
     using Connection = ConnectionT;
-    using Process = ProcessT;
+    using Process = typename ConnectionT::Process;
     using Memory = MemoryT;
     using RemoteKey = RemoteKeyT;
     using Request = RequestT;

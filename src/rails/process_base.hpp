@@ -72,9 +72,11 @@ struct LocalBase {
 
 /// The part of a rails provider's connection that holds the process state. Connections move (the
 /// core builds them in place and moves them once) but are never copied or assigned.
-template <class Process>
+template <class P>
 class ConnectionBase {
 public:
+    using Process = P;
+
     ConnectionBase(const ConnectionBase&) = delete;
     ConnectionBase& operator=(const ConnectionBase&) = delete;
     ConnectionBase(ConnectionBase&&) noexcept = default;

@@ -15,8 +15,8 @@ namespace pmr::detail::tofu {
 
 /// `Connection` is Tofu::Connection (tofu.hpp).
 template <class TofuConnection>
-struct BasicTransport : rails::TransportTypes<TofuConnection, TofuProcess, tofu::Memory,
-                                              tofu::RemoteKey, tofu::Request> {
+struct BasicTransport
+    : rails::TransportTypes<TofuConnection, tofu::Memory, tofu::RemoteKey, tofu::Request> {
 
     static std::size_t rails(const TofuProcess& process) { return process.settings().rails; }
 

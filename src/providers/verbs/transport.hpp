@@ -21,8 +21,8 @@ struct RemoteKey {
 
 /// `Connection` is Verbs::Connection (verbs.hpp).
 template <class VerbsConnection>
-struct BasicTransport : rails::TransportTypes<VerbsConnection, VerbsProcess, verbs::Memory,
-                                              verbs::RemoteKey, verbs::Request> {
+struct BasicTransport
+    : rails::TransportTypes<VerbsConnection, verbs::Memory, verbs::RemoteKey, verbs::Request> {
 
     static std::size_t rails(const VerbsProcess& process) { return process.size(); }
 
