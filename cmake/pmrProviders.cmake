@@ -4,6 +4,13 @@
 # of compiled provider types, the configure summary, the package's dependencies) is derived from
 # them by pmr_generate_provider_files().
 
+# Default of providers that need Linux (memory files, cross-memory attach): ON there, else OFF.
+if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  set(PMR_ON_LINUX ON)
+else()
+  set(PMR_ON_LINUX OFF)
+endif()
+
 # pmr_add_provider(<name>): adds the provider in src/providers/<name>/. The order of the calls is the
 # order (and numbering) of the enumerators of pmr::Provider: append new providers at the end.
 function(pmr_add_provider name)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "base/backoff.hpp"
+#include "base/blob.hpp"
 #include "base/copy.hpp"
 #include "base/copy_channel.hpp"
 #include "base/environment.hpp"
@@ -266,6 +267,18 @@ private:
     bool cma_proven_ = false; ///< a CMA copy into the receiver worked: rounds may be shared
 };
 
+/// A CopySender that tells the receiver it is gone when it goes (close()). Declared as a window's
+/// last member, it closes before the memory it writes into (the window's mappings) is unmapped.
+class ClosingCopySender : public CopySender {
+public:
+    ClosingCopySender() = default;
+    ClosingCopySender(const ClosingCopySender&) = delete;
+    ClosingCopySender& operator=(const ClosingCopySender&) = delete;
+    ClosingCopySender(ClosingCopySender&&) noexcept = default;
+    ClosingCopySender& operator=(ClosingCopySender&&) noexcept = default;
+    ~ClosingCopySender() { close(); }
+};
+
 /// The receiving half: a round counter on a control block.
 class CopyReceiver {
 public:
@@ -355,6 +368,34 @@ private:
     std::size_t capacity_ = 0;
     std::uint64_t round_ = 0;
     std::size_t bytes_ = 0;
+};
+
+/// What a send window answers from its CopySender (self, shm), for the window to derive from
+/// (CRTP). The window keeps the sender as its member `sender_`, declared last (ClosingCopySender),
+/// and befriends this class.
+template <class Window>
+class CopySenderCalls {
+public:
+    Blob describe() const { return {}; }
+    void post(const std::byte* data, std::size_t bytes) { sender().post(data, bytes); }
+    bool test() { return sender().progress(); }
+    bool peer_gone() const noexcept { return false; }
+
+private:
+    CopySender& sender() noexcept { return static_cast<Window&>(*this).sender_; }
+};
+
+/// What a receive window answers from its CopyReceiver (self, shm), for the window to derive
+/// from. The receiver holds no resources: it may go after the window's members.
+class CopyReceiverCalls {
+public:
+    void init() noexcept { receiver_.init(); }
+    bool test() noexcept { return receiver_.test(); }
+    std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }
+    bool peer_gone() const noexcept { return receiver_.sender_closed(); }
+
+protected:
+    CopyReceiver receiver_;
 };
 
 } // namespace pmr::detail

@@ -4,6 +4,7 @@
 #include "base/settings_table.hpp"
 
 #include "base/error.hpp"
+#include "base/names.hpp"
 
 #include <pmr/settings.hpp>
 
@@ -356,35 +357,18 @@ std::optional<std::string> text(std::string_view name) {
 }
 
 std::string_view to_string(Type type) noexcept {
-    switch (type) {
-    case Type::flag:
-        return "flag";
-    case Type::integer:
-        return "integer";
-    case Type::number:
-        return "number";
-    case Type::size:
-        return "size";
-    case Type::duration:
-        return "duration";
-    case Type::choice:
-        return "choice";
-    case Type::text:
-        break;
-    }
-    return "text";
+    constexpr detail::Named<Type> names[] = {
+        {Type::flag, "flag"}, {Type::integer, "integer"},   {Type::number, "number"},
+        {Type::size, "size"}, {Type::duration, "duration"}, {Type::choice, "choice"},
+        {Type::text, "text"}};
+    return detail::name_of(type, names, "text");
 }
 
 std::string_view to_string(Source source) noexcept {
-    switch (source) {
-    case Source::default_value:
-        return "default";
-    case Source::environment:
-        return "environment";
-    case Source::none:
-        break;
-    }
-    return "-";
+    constexpr detail::Named<Source> names[] = {{Source::default_value, "default"},
+                                               {Source::environment, "environment"},
+                                               {Source::none, "-"}};
+    return detail::name_of(source, names, "-");
 }
 
 std::optional<std::string> environment(const char* name) {

@@ -4,6 +4,7 @@
 #include "bootstrap/mpi_process.hpp"
 
 #include "base/environment.hpp"
+#include "base/names.hpp"
 
 #include <pmr/settings.hpp>
 
@@ -28,19 +29,13 @@ void check(int rc, const char* call) {
 }
 
 const char* kind_text(std::uint32_t kind) {
-    switch (static_cast<Kind>(kind)) {
-    case Kind::hello:
-        return "connection";
-    case Kind::send_window:
-        return "send window";
-    case Kind::recv_window:
-        return "receive window";
-    case Kind::provider_hello:
-        return "provider hello";
-    case Kind::withdrawn:
-        return "withdrawal";
-    }
-    return "unknown";
+    constexpr Named<Kind> names[] = {{Kind::hello, "connection"},
+                                     {Kind::send_window, "send window"},
+                                     {Kind::recv_window, "receive window"},
+                                     {Kind::provider_hello, "provider hello"},
+                                     {Kind::withdrawn, "withdrawal"}};
+    // The names are string literals, so the view's data is terminated.
+    return name_of(static_cast<Kind>(kind), names, "unknown").data();
 }
 
 PostOffice& post_office() {

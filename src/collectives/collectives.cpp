@@ -6,6 +6,7 @@
 
 #include "base/environment.hpp"
 #include "base/error.hpp"
+#include "base/names.hpp"
 #include "base/node.hpp"
 
 #include <pmr/connection.hpp>
@@ -33,32 +34,27 @@
 
 namespace pmr {
 
+namespace {
+
+constexpr detail::Named<ReduceOp> reduce_op_names[] = {
+    {ReduceOp::sum, "sum"}, {ReduceOp::max, "max"}, {ReduceOp::min, "min"}};
+
+/// Also the values of PMR_ALLREDUCE_ALGORITHM.
+constexpr detail::Named<AllreduceAlgorithm> allreduce_algorithm_names[] = {
+    {AllreduceAlgorithm::automatic, "automatic"},
+    {AllreduceAlgorithm::recursive_doubling, "recursive_doubling"},
+    {AllreduceAlgorithm::ring, "ring"},
+    {AllreduceAlgorithm::trinaryx3, "trinaryx3"},
+    {AllreduceAlgorithm::direct, "direct"}};
+
+} // namespace
+
 std::string_view to_string(ReduceOp op) noexcept {
-    switch (op) {
-    case ReduceOp::sum:
-        return "sum";
-    case ReduceOp::max:
-        return "max";
-    case ReduceOp::min:
-        return "min";
-    }
-    return "?";
+    return detail::name_of(op, reduce_op_names, "?");
 }
 
 std::string_view to_string(AllreduceAlgorithm algorithm) noexcept {
-    switch (algorithm) {
-    case AllreduceAlgorithm::automatic:
-        return "automatic";
-    case AllreduceAlgorithm::recursive_doubling:
-        return "recursive_doubling";
-    case AllreduceAlgorithm::ring:
-        return "ring";
-    case AllreduceAlgorithm::trinaryx3:
-        return "trinaryx3";
-    case AllreduceAlgorithm::direct:
-        return "direct";
-    }
-    return "?";
+    return detail::name_of(algorithm, allreduce_algorithm_names, "?");
 }
 
 std::string_view to_string(ReductionOrder order) noexcept {
@@ -561,11 +557,8 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
     try {
         if (algorithm == AllreduceAlgorithm::automatic) {
             const std::string chosen = *settings::choice("PMR_ALLREDUCE_ALGORITHM");
-            algorithm = chosen == "recursive_doubling" ? AllreduceAlgorithm::recursive_doubling
-                        : chosen == "ring"             ? AllreduceAlgorithm::ring
-                        : chosen == "trinaryx3"        ? AllreduceAlgorithm::trinaryx3
-                        : chosen == "direct"           ? AllreduceAlgorithm::direct
-                                                       : AllreduceAlgorithm::automatic;
+            algorithm =
+                value_of(chosen, allreduce_algorithm_names).value_or(AllreduceAlgorithm::automatic);
         }
         if (order == ReductionOrder::algorithm &&
             *settings::choice("PMR_ALLREDUCE_ORDER") == "rank") {

@@ -14,6 +14,7 @@
 
 #include "base/error.hpp"
 #include "base/library_target.hpp"
+#include "base/names.hpp"
 
 #include <pmr/memory.hpp>
 #include <pmr/neighbor.hpp>
@@ -32,29 +33,23 @@
 
 namespace pmr {
 
+namespace {
+
+/// The first name of each is the one printed; "auto" is read too.
+constexpr detail::Named<NeighborAlgorithm> neighbor_algorithm_names[] = {
+    {NeighborAlgorithm::direct, "direct"},
+    {NeighborAlgorithm::split, "split"},
+    {NeighborAlgorithm::automatic, "automatic"},
+    {NeighborAlgorithm::automatic, "auto"}};
+
+} // namespace
+
 std::string_view to_string(NeighborAlgorithm algorithm) noexcept {
-    switch (algorithm) {
-    case NeighborAlgorithm::direct:
-        return "direct";
-    case NeighborAlgorithm::split:
-        return "split";
-    case NeighborAlgorithm::automatic:
-        return "automatic";
-    }
-    return "unknown";
+    return detail::name_of(algorithm, neighbor_algorithm_names, "unknown");
 }
 
 std::optional<NeighborAlgorithm> neighbor_algorithm_from_string(std::string_view name) noexcept {
-    if (name == "direct") {
-        return NeighborAlgorithm::direct;
-    }
-    if (name == "split") {
-        return NeighborAlgorithm::split;
-    }
-    if (name == "automatic" || name == "auto") {
-        return NeighborAlgorithm::automatic;
-    }
-    return std::nullopt;
+    return detail::value_of(name, neighbor_algorithm_names);
 }
 
 namespace detail {
@@ -119,6 +114,33 @@ struct NeighborLink {
     SendWindow<unsigned char> send;  // empty if nothing is sent
     RecvWindow<unsigned char> recv;  // empty if nothing is received
 };
+
+/// Starts a round of `link`'s header windows, the send carrying its first `words` words (all of
+/// them if none are given), and adds both windows to `list` for the caller's wait.
+void start_header_round(NeighborLink& link, std::vector<Waitable>& list, std::size_t words = 0) {
+    link.header_recv.init();
+    link.header_send.init();
+    if (words == 0) {
+        link.header_send.post();
+    } else {
+        link.header_send.post(Elements{words});
+    }
+    link.header_recv.post();
+    list.push_back(waitable(link.header_send));
+    list.push_back(waitable(link.header_recv));
+}
+
+/// A window of `bytes` on `connection`: library-owned when `owned` (then `buffer` is set to its
+/// memory), else over the caller's `buffer`.
+template <class Window>
+Window make_window(Connection& connection, bool owned, std::byte*& buffer, std::size_t bytes) {
+    if (owned) {
+        Window window(connection, bytes);
+        buffer = reinterpret_cast<std::byte*>(window.data());
+        return window;
+    }
+    return Window(connection, reinterpret_cast<unsigned char*>(buffer), bytes);
+}
 
 /// One post of a round: a window and its pieces per rail (none: a plain post on rail 0), in bytes:
 /// posted through the window's core, the byte form that needs no conversion per post.
@@ -334,12 +356,7 @@ void NeighborCore::State::exchange_headers(const NeighborOptions& options) {
                                                   link.rails,
                                                   calibrate ? 1U : 0U};
         std::copy(std::begin(mine), std::end(mine), link.header_send.data());
-        link.header_recv.init();
-        link.header_send.init();
-        link.header_send.post();
-        link.header_recv.post();
-        list.push_back(waitable(link.header_send));
-        list.push_back(waitable(link.header_recv));
+        start_header_round(link, list);
     }
     wait_all(list.data(), list.size());
 
@@ -405,24 +422,12 @@ void NeighborCore::State::make_windows() {
     }
     for (NeighborLink& link : links) {
         if (link.send_bytes > 0) {
-            if (owned) {
-                link.send = SendWindow<unsigned char>(link.connection, link.send_bytes);
-                send[link.index] = reinterpret_cast<std::byte*>(link.send.data());
-            } else {
-                link.send = SendWindow<unsigned char>(
-                    link.connection, reinterpret_cast<unsigned char*>(send[link.index]),
-                    link.send_bytes);
-            }
+            link.send = make_window<SendWindow<unsigned char>>(link.connection, owned,
+                                                               send[link.index], link.send_bytes);
         }
         if (link.recv_bytes > 0) {
-            if (owned) {
-                link.recv = RecvWindow<unsigned char>(link.connection, link.recv_bytes);
-                recv[link.index] = reinterpret_cast<std::byte*>(link.recv.data());
-            } else {
-                link.recv = RecvWindow<unsigned char>(
-                    link.connection, reinterpret_cast<unsigned char*>(recv[link.index]),
-                    link.recv_bytes);
-            }
+            link.recv = make_window<RecvWindow<unsigned char>>(link.connection, owned,
+                                                               recv[link.index], link.recv_bytes);
         }
     }
     waitables.clear();
@@ -570,12 +575,7 @@ std::vector<std::uint64_t> NeighborCore::State::flood_max(std::vector<std::uint6
             std::uint64_t* out = link.header_send.data();
             out[0] = header_magic + 1 + r;
             std::copy(values.begin(), values.end(), out + 1);
-            link.header_recv.init();
-            link.header_send.init();
-            link.header_send.post(Elements{values.size() + 1});
-            link.header_recv.post();
-            list.push_back(waitable(link.header_send));
-            list.push_back(waitable(link.header_recv));
+            start_header_round(link, list, values.size() + 1);
         }
         wait_all(list.data(), list.size());
         for (NeighborLink& link : links) {

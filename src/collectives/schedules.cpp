@@ -35,6 +35,29 @@ struct Fold {
     int first_rank_of(int virtual_rank) const noexcept {
         return virtual_rank < extra ? 2 * virtual_rank : virtual_rank + extra;
     }
+
+    /// The first step of a folding rank (rank < 2 extra): the even rank of a pair hands its
+    /// `bytes` at `offset` to the odd one, which applies them with `action`.
+    static Step fold_in(int rank, std::size_t offset, std::size_t bytes, Action action) {
+        Step step;
+        if (rank % 2 == 0) {
+            step.sends.push_back({rank + 1, offset, bytes});
+        } else {
+            step.recvs.push_back({rank - 1, offset, bytes, action});
+        }
+        return step;
+    }
+    /// The last step of a folding rank: the odd rank of a pair hands the result, `bytes` from the
+    /// start, back to the even one.
+    static Step fold_out(int rank, std::size_t bytes) {
+        Step step;
+        if (rank % 2 == 1) {
+            step.sends.push_back({rank - 1, 0, bytes});
+        } else {
+            step.recvs.push_back({rank + 1, 0, bytes, Action::copy});
+        }
+        return step;
+    }
 };
 
 int modulo(long value, int size) noexcept {
@@ -219,13 +242,7 @@ std::vector<Step> recursive_doubling_allreduce(int size, int rank, std::size_t c
     const Fold fold(size);
     const bool folding = rank < 2 * fold.extra;
     if (folding) {
-        Step step;
-        if (rank % 2 == 0) {
-            step.sends.push_back({rank + 1, 0, bytes});
-        } else {
-            step.recvs.push_back({rank - 1, 0, bytes, Action::reduce_lower});
-        }
-        steps.push_back(std::move(step));
+        steps.push_back(Fold::fold_in(rank, 0, bytes, Action::reduce_lower));
     }
     const int v = fold.virtual_of(rank);
     if (v >= 0) {
@@ -240,13 +257,7 @@ std::vector<Step> recursive_doubling_allreduce(int size, int rank, std::size_t c
         }
     }
     if (folding) {
-        Step step;
-        if (rank % 2 == 1) {
-            step.sends.push_back({rank - 1, 0, bytes});
-        } else {
-            step.recvs.push_back({rank + 1, 0, bytes, Action::copy});
-        }
-        steps.push_back(std::move(step));
+        steps.push_back(Fold::fold_out(rank, bytes));
     }
     return steps;
 }
@@ -371,14 +382,9 @@ std::vector<Step> recursive_doubling_allgather(int size, int rank, std::size_t c
     const Fold fold(size);
     const bool folding = rank < 2 * fold.extra;
     if (folding) {
-        Step step;
-        if (rank % 2 == 0) {
-            step.sends.push_back({rank + 1, static_cast<std::size_t>(rank) * slot, slot});
-        } else {
-            step.recvs.push_back(
-                {rank - 1, static_cast<std::size_t>(rank - 1) * slot, slot, Action::copy});
-        }
-        steps.push_back(std::move(step));
+        // The pair's slot is the even rank's: rank 2i's contribution at 2i * slot.
+        const auto even = static_cast<std::size_t>(rank - rank % 2);
+        steps.push_back(Fold::fold_in(rank, even * slot, slot, Action::copy));
     }
     auto slots_of = [&](int first_virtual, int virtual_count) {
         const auto begin = static_cast<std::size_t>(fold.first_rank_of(first_virtual));
@@ -400,14 +406,7 @@ std::vector<Step> recursive_doubling_allgather(int size, int rank, std::size_t c
         }
     }
     if (folding) {
-        const std::size_t all = static_cast<std::size_t>(size) * slot;
-        Step step;
-        if (rank % 2 == 1) {
-            step.sends.push_back({rank - 1, 0, all});
-        } else {
-            step.recvs.push_back({rank + 1, 0, all, Action::copy});
-        }
-        steps.push_back(std::move(step));
+        steps.push_back(Fold::fold_out(rank, static_cast<std::size_t>(size) * slot));
     }
     return steps;
 }

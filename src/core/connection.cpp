@@ -73,6 +73,21 @@ PeerInfo peer_info(const PeerRecord& record) {
     return peer;
 }
 
+/// The provider's part of this side's hello: what the local object made before the handshake
+/// has to say, or nothing while no provider is decided.
+template <class Locals>
+Blob hello_of(const Locals& locals) {
+    Blob hello;
+    std::visit(
+        [&](const auto& local) {
+            if constexpr (!std::is_same_v<std::decay_t<decltype(local)>, std::monostate>) {
+                hello = local.hello();
+            }
+        },
+        locals);
+    return hello;
+}
+
 } // namespace
 
 void answer_hellos() noexcept {
@@ -126,14 +141,7 @@ ConnectionState::ConnectionState(Target target, std::optional<Provider> forced)
     hello.put(compiled_mask());
     hello.put<std::uint8_t>(forced_ ? 1 : 0);
     hello.put<std::int16_t>(decided_ ? static_cast<std::int16_t>(provider_) : undecided);
-    Blob provider_hello;
-    std::visit(
-        [&](const auto& local) {
-            if constexpr (!std::is_same_v<std::decay_t<decltype(local)>, std::monostate>) {
-                provider_hello = local.hello();
-            }
-        },
-        local_);
+    const Blob provider_hello = hello_of(local_);
     hello.put_bytes(provider_hello);
     link_->send(bootstrap::Kind::hello, 0, hello.take());
 }
@@ -264,14 +272,7 @@ void ConnectionState::take_hello(const Blob& message) {
             "different nodes.");
     }
     decide(*chosen, where);
-    Blob provider_hello;
-    std::visit(
-        [&](const auto& local) {
-            if constexpr (!std::is_same_v<std::decay_t<decltype(local)>, std::monostate>) {
-                provider_hello = local.hello();
-            }
-        },
-        local_);
+    const Blob provider_hello = hello_of(local_);
     link_->send(
         bootstrap::Kind::provider_hello, 0,
         BlobWriter().put(static_cast<std::int16_t>(provider_)).put_bytes(provider_hello).take());

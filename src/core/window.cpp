@@ -930,10 +930,11 @@ void wait_all(const Waitable* windows, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
         order[i] = i;
     }
-    auto sweep = [&] {
+    // Completes the open windows of which `finished` says so and moves them behind the rest.
+    auto sweep = [&](auto finished) {
         for (std::size_t k = 0; k < open;) {
-            const bool done = with_state(windows[order[k]], [](auto& s) {
-                if (s.poll()) {
+            const bool done = with_state(windows[order[k]], [&](auto& s) {
+                if (finished(s)) {
                     s.complete();
                     return true;
                 }
@@ -946,13 +947,14 @@ void wait_all(const Waitable* windows, std::size_t count) {
             }
         }
     };
-    sweep();
+    const auto polled = [](auto& s) { return s.poll(); };
+    sweep(polled);
     if (open == 0) {
         return;
     }
     Backoff backoff;
     for (;;) {
-        sweep();
+        sweep(polled);
         if (open == 0) {
             return;
         }
@@ -960,20 +962,7 @@ void wait_all(const Waitable* windows, std::size_t count) {
             continue;
         }
         bootstrap::progress_sends();
-        for (std::size_t k = 0; k < open;) {
-            const bool done = with_state(windows[order[k]], [](auto& s) {
-                if (s.completed_despite_peer_loss()) {
-                    s.complete();
-                    return true;
-                }
-                return false;
-            });
-            if (done) {
-                std::swap(order[k], order[--open]);
-            } else {
-                ++k;
-            }
-        }
+        sweep([](auto& s) { return s.completed_despite_peer_loss(); });
         if (open > 0 && backoff.expired()) {
             with_state(windows[order[0]], [&](auto& s) -> bool {
                 raise<Timeout>(

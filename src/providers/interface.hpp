@@ -84,6 +84,37 @@ struct WindowSpec {
     const std::string* where = nullptr; ///< for error messages; lives as long as the window
 };
 
+/// Ready-made parts for providers whose connections carry no state of their own (null, self):
+/// nothing to say in the handshake (`P` keeps the types of two providers apart in the core's
+/// variants) ...
+template <Provider P>
+struct SilentLocal {
+    explicit SilentLocal(const ConnectionSetup& /*setup*/) noexcept {}
+    Blob hello() const { return {}; }
+};
+
+/// ... a connection of one rail whose peer is never lost (it is this process, or none) ...
+template <Provider P>
+class StatelessConnection {
+public:
+    StatelessConnection(SilentLocal<P>&& /*local*/, const ConnectionSetup& /*setup*/,
+                        const PeerInfo& /*peer*/, const Blob& /*hello*/) noexcept {}
+    std::size_t rails() const noexcept { return 1; }
+    RailInfo rail(std::size_t /*index*/) const { return {}; }
+    bool peer_alive() const noexcept { return true; }
+};
+
+/// ... and chosen by the target alone, never for a peer's location (preference 0).
+template <Provider P>
+struct StatelessProvider {
+    static constexpr Provider id = P;
+    static constexpr int preference = 0;
+    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
+    static constexpr bool has_rails = false;
+    using Local = SilentLocal<P>;
+    using Connection = StatelessConnection<P>;
+};
+
 namespace check {
 
 template <class W, class = void>

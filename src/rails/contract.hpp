@@ -81,6 +81,17 @@ inline double teardown_grace_seconds() noexcept {
     }
 }
 
+/// The types a transport names (see the contract above), for a transport to derive from. The
+/// process state is the connection's (ConnectionBase, process_base.hpp).
+template <class ConnectionT, class MemoryT, class RemoteKeyT, class RequestT>
+struct TransportTypes {
+    using Connection = ConnectionT;
+    using Process = typename ConnectionT::Process;
+    using Memory = MemoryT;
+    using RemoteKey = RemoteKeyT;
+    using Request = RequestT;
+};
+
 namespace check {
 template <class T, class = void>
 struct is_transport : std::false_type {};

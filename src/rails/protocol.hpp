@@ -63,7 +63,7 @@
 // m - 9 >= n - ahead_rounds, and the argument above holds. The peer's registry applies a carried
 // credit when the message arrives, before anything else and whether or not the message's own
 // window still exists. A credit addresses its send window by id and only ever raises its cell: one
-// that arrives after the receiver_closed notice (on another lane, or carried by another thread's
+// that arrives after the receiver_closed notice (on another rail, or carried by another thread's
 // message just before the receiver took it back) finds the window gone, or its cell revoked, and
 // changes nothing.
 #pragma once

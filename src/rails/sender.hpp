@@ -464,7 +464,7 @@ private:
             return true;
         }
         if (bytes_ <= copy_channel::inline_capacity) {
-            // Slot and sequence word go to the inbox over one lane, which a fence orders.
+            // Slot and sequence word go to the inbox over one rail, whose fence orders them.
             image_.bytes = bytes_;
             image_.delivery = copy_channel::Delivery::inlined;
             image_.reserved = 0;
@@ -489,7 +489,7 @@ private:
             }
         }
         other_rails_used_ |= other_rails;
-        // Each rail signals its own pieces after them, on the same lane; rail 0 also the round.
+        // Each rail signals its own pieces after them, on that rail; rail 0 also the round.
         for (std::size_t rail = 1; rail < rails_used_; ++rail) {
             if ((other_rails & (1U << rail)) == 0) {
                 continue;

@@ -7,26 +7,8 @@
 
 namespace pmr::detail {
 
-struct Null {
-    static constexpr Provider id = Provider::null;
-    static constexpr int preference = 0; // chosen by the target, never by the peer's location
-    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
+struct Null : StatelessProvider<Provider::null> {
     static constexpr bool handshake = false;
-    static constexpr bool has_rails = false;
-
-    struct Local {
-        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
-        Blob hello() const { return {}; }
-    };
-
-    class Connection {
-    public:
-        Connection(Local&& /*local*/, const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
-                   const Blob& /*hello*/) noexcept {}
-        std::size_t rails() const noexcept { return 1; }
-        RailInfo rail(std::size_t /*index*/) const { return {}; }
-        bool peer_alive() const noexcept { return true; }
-    };
 
     class Window {
     public:

@@ -21,29 +21,30 @@ Table& table() {
 
 } // namespace
 
-Self::RecvWindow::RecvWindow(const WindowSpec& spec) : endpoint_(std::make_shared<Endpoint>()) {
-    endpoint_->buffer = spec.buffer;
-    endpoint_->bytes = spec.bytes;
-    receiver_.attach(&endpoint_->control, spec.buffer, nullptr);
+Self::RecvWindow::RecvWindow(const WindowSpec& spec) {
+    auto listing = std::make_unique<Listing>();
+    listing->endpoint = std::make_shared<Endpoint>();
+    listing->endpoint->buffer = spec.buffer;
+    listing->endpoint->bytes = spec.bytes;
+    receiver_.attach(&listing->endpoint->control, spec.buffer, nullptr);
     Table& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
-    key_ = t.next++;
-    t.endpoints[key_] = endpoint_;
+    listing->key = t.next++;
+    t.endpoints[listing->key] = listing->endpoint;
+    listing_.reset(listing.release());
 }
 
-Self::RecvWindow::~RecvWindow() {
-    if (!endpoint_) {
-        return; // moved from
-    }
+void Self::RecvWindow::Unlist::operator()(Listing* listing) const noexcept {
+    const std::unique_ptr<Listing> owned(listing);
     // Same process, one thread per connection: no copy can be running now.
-    copy_channel::revoke(endpoint_->control);
+    copy_channel::revoke(listing->endpoint->control);
     Table& t = table();
     std::lock_guard<std::mutex> lock(t.mutex);
-    t.endpoints.erase(key_);
+    t.endpoints.erase(listing->key);
 }
 
 Blob Self::RecvWindow::describe() const {
-    return BlobWriter().put(key_).take();
+    return BlobWriter().put(listing_->key).take();
 }
 
 void Self::SendWindow::connect(Connection& /*connection*/, const Blob& peer,

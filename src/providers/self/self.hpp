@@ -11,26 +11,8 @@
 
 namespace pmr::detail {
 
-struct Self {
-    static constexpr Provider id = Provider::self;
-    static constexpr int preference = 0; // chosen by the target, never by the peer's location
-    static bool reaches(const PeerInfo& /*peer*/) noexcept { return false; }
+struct Self : StatelessProvider<Provider::self> {
     static constexpr bool handshake = true;
-    static constexpr bool has_rails = false;
-
-    struct Local {
-        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
-        Blob hello() const { return {}; }
-    };
-
-    class Connection {
-    public:
-        Connection(Local&& /*local*/, const ConnectionSetup& /*setup*/, const PeerInfo& /*peer*/,
-                   const Blob& /*hello*/) noexcept {}
-        std::size_t rails() const noexcept { return 1; }
-        RailInfo rail(std::size_t /*index*/) const { return {}; }
-        bool peer_alive() const noexcept { return true; }
-    };
 
     /// The receiving end, kept alive by both windows so neither outlives the memory it touches.
     struct Endpoint {
@@ -39,44 +21,38 @@ struct Self {
         std::size_t bytes = 0;
     };
 
-    class SendWindow {
+    class SendWindow : public CopySenderCalls<SendWindow> {
     public:
         explicit SendWindow(const WindowSpec& spec) noexcept : where_(spec.where) {}
-        SendWindow(SendWindow&&) noexcept = default;
-        SendWindow& operator=(SendWindow&&) noexcept = default;
-        ~SendWindow() { sender_.close(); }
 
-        Blob describe() const { return {}; }
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
-        void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
-        bool test() { return sender_.progress(); }
-        bool peer_gone() const noexcept { return false; }
 
     private:
+        friend class CopySenderCalls<SendWindow>;
         const std::string* where_;
         std::shared_ptr<Endpoint> endpoint_;
-        CopySender sender_;
+        ClosingCopySender sender_; // last: closes before the members above go
     };
 
-    class RecvWindow {
+    class RecvWindow : public CopyReceiverCalls {
     public:
         explicit RecvWindow(const WindowSpec& spec);
-        RecvWindow(RecvWindow&&) noexcept = default;
-        RecvWindow& operator=(RecvWindow&&) noexcept = default;
-        ~RecvWindow();
 
         Blob describe() const;
         void connect(Connection& /*connection*/, const Blob& /*peer*/,
                      std::size_t /*peer_bytes*/) noexcept {}
-        void init() noexcept { receiver_.init(); }
-        bool test() noexcept { return receiver_.test(); }
-        std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }
-        bool peer_gone() const noexcept { return receiver_.sender_closed(); }
 
     private:
-        std::shared_ptr<Endpoint> endpoint_;
-        std::uint64_t key_ = 0;
-        CopyReceiver receiver_;
+        /// The endpoint as the process's table lists it, under the key its sender looks it up by.
+        struct Listing {
+            std::shared_ptr<Endpoint> endpoint;
+            std::uint64_t key = 0;
+        };
+        /// Takes the endpoint out of the table (and revokes its credit) when the window goes.
+        struct Unlist {
+            void operator()(Listing* listing) const noexcept;
+        };
+        std::unique_ptr<Listing, Unlist> listing_;
     };
 };
 

@@ -39,10 +39,7 @@ struct Shm {
     static constexpr bool handshake = true;
     static constexpr bool has_rails = false;
 
-    struct Local {
-        explicit Local(const ConnectionSetup& /*setup*/) noexcept {}
-        Blob hello() const { return {}; }
-    };
+    using Local = SilentLocal<Provider::shm>;
 
     class Connection {
     public:
@@ -89,33 +86,27 @@ struct Shm {
     static Description parse_description(const Blob& message, pid_t peer_pid,
                                          std::size_t peer_bytes, const std::string& where);
 
-    class SendWindow {
+    class SendWindow : public CopySenderCalls<SendWindow> {
     public:
         explicit SendWindow(const WindowSpec& spec) noexcept;
-        SendWindow(SendWindow&&) noexcept = default;
-        SendWindow& operator=(SendWindow&&) noexcept = default;
-        ~SendWindow() { sender_.close(); }
 
-        Blob describe() const { return {}; }
         /// @throws ProviderError for a description that does not fit the peer's window.
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
-        void post(const std::byte* data, std::size_t bytes) { sender_.post(data, bytes); }
-        bool test() { return sender_.progress(); }
-        bool peer_gone() const noexcept { return false; }
 
     private:
+        friend class CopySenderCalls<SendWindow>;
         /// Address of `place` in the peer's memory, mapped into `own` if it has a file of its own.
         std::byte* map(Connection& connection, const Place& place, std::size_t bytes,
                        SharedMapping& own);
 
         const std::string* where_;
         std::shared_ptr<PeerMemory> peer_memory_; // keeps the mappings of the peer's segments
-        SharedMapping control_; // the receiver's control block and staging area, own file only
-        SharedMapping buffer_;  // the receiver's buffer, when pmr memory with a file of its own
-        CopySender sender_;
+        SharedMapping control_;    // the receiver's control block and staging area, own file only
+        SharedMapping buffer_;     // the receiver's buffer, when pmr memory with a file of its own
+        ClosingCopySender sender_; // last: closes before the members above go
     };
 
-    class RecvWindow {
+    class RecvWindow : public CopyReceiverCalls {
     public:
         explicit RecvWindow(const WindowSpec& spec);
         RecvWindow(RecvWindow&&) noexcept = default;
@@ -124,10 +115,6 @@ struct Shm {
 
         Blob describe() const;
         void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes) noexcept;
-        void init() noexcept { receiver_.init(); }
-        bool test() noexcept { return receiver_.test(); }
-        std::size_t received_bytes() const noexcept { return receiver_.received_bytes(); }
-        bool peer_gone() const noexcept { return receiver_.sender_closed(); }
 
     private:
         struct Free {
@@ -142,7 +129,6 @@ struct Shm {
         std::uintptr_t address_ = 0;
         std::size_t bytes_ = 0;
         Connection* connection_ = nullptr;
-        CopyReceiver receiver_;
     };
 };
 

@@ -153,13 +153,8 @@ bool Request::done(const char* call, const std::string& where) {
 // The process
 // -------------------------------------------------------------------------------------------------
 
-std::shared_ptr<TofuProcess> TofuProcess::instance(const std::string& where) {
-    return rails::ProcessHolder<TofuProcess>::instance(
-        where, [&] { return std::make_shared<TofuProcess>(tofu_settings(), where); });
-}
-
-std::shared_ptr<TofuProcess> TofuProcess::existing() noexcept {
-    return rails::ProcessHolder<TofuProcess>::existing();
+std::shared_ptr<TofuProcess> TofuProcess::create(const std::string& where) {
+    return std::make_shared<TofuProcess>(tofu_settings(), where);
 }
 
 TofuProcess::TofuProcess(const TofuSettings& settings, const std::string& where)
@@ -664,23 +659,8 @@ Blob TofuProcess::cell_key(const CreditCell& cell) const {
     });
 }
 
-void TofuProcess::bury(std::shared_ptr<Memory> memory) noexcept {
-    kept_.bury(std::move(memory));
-}
-
-void* TofuProcess::allocate(std::size_t bytes, const std::string& where) {
-    auto memory = allocate_memory(bytes, where); // memory files start zeroed
-    void* data = memory->data();
-    kept_.add(std::move(memory));
-    return data;
-}
-
-void TofuProcess::deallocate(void* pointer) noexcept {
-    kept_.release(pointer);
-}
-
-std::shared_ptr<Memory> TofuProcess::allocation(const void* pointer, std::size_t bytes) const {
-    return kept_.find(pointer, bytes);
+void* TofuProcess::allocate_window(std::size_t bytes, const std::string& where) {
+    return keep_window(allocate_memory(bytes, where)); // memory files start zeroed
 }
 
 } // namespace pmr::detail::tofu

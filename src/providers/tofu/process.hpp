@@ -11,6 +11,7 @@
 #include "providers/tofu/emulated/node.hpp"
 #include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
+#include "rails/process_base.hpp"
 #include "rails/protocol.hpp"
 #include "rails/registry.hpp"
 
@@ -97,17 +98,10 @@ struct Peer {
     std::shared_ptr<RemoteRegion> landing;
 };
 
-class TofuProcess {
+/// The state of this process (instance(): @throws ProviderError, ArgumentError).
+class TofuProcess : public rails::ProcessBase<TofuProcess, Memory> {
 public:
-    /// The state of this process, created at the first call. @throws ProviderError,
-    /// ArgumentError.
-    static std::shared_ptr<TofuProcess> instance(const std::string& where);
-    /// The state if it exists.
-    static std::shared_ptr<TofuProcess> existing() noexcept;
-
     TofuProcess(const TofuSettings& settings, const std::string& where);
-    TofuProcess(const TofuProcess&) = delete;
-    TofuProcess& operator=(const TofuProcess&) = delete;
     ~TofuProcess();
 
     std::size_t tnis() const noexcept { return node_->tnis(); }
@@ -157,13 +151,13 @@ public:
                                             const std::string& where);
     CreditCell acquire_cell(const std::string& where);
     Blob cell_key(const CreditCell& cell) const;
-    void bury(std::shared_ptr<Memory> memory) noexcept;
-
-    void* allocate(std::size_t bytes, const std::string& where);
-    void deallocate(void* pointer) noexcept;
-    std::shared_ptr<Memory> allocation(const void* pointer, std::size_t bytes) const;
+    /// Library-owned window memory (a memory file registered with the node).
+    void* allocate_window(std::size_t bytes, const std::string& where);
 
 private:
+    friend class rails::ProcessBase<TofuProcess, Memory>;
+    static std::shared_ptr<TofuProcess> create(const std::string& where);
+
     /// The emulated hardware: with the timing model on, a thread lands every command at its
     /// modelled time whether or not a caller polls (a sender may report its put complete and
     /// stop polling, or be descheduled); callers that poll land them as well.

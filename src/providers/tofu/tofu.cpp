@@ -15,16 +15,16 @@ namespace pmr::detail {
 using tofu::TofuProcess;
 
 void* Tofu::allocate(std::size_t bytes, const std::string& where) {
-    return TofuProcess::instance(where)->allocate(bytes, where);
+    return TofuProcess::instance(where)->allocate_window(bytes, where);
 }
 
 void Tofu::deallocate(void* pointer) noexcept {
     if (auto process = TofuProcess::existing()) {
-        process->deallocate(pointer);
+        process->deallocate_window(pointer);
     }
 }
 
-Tofu::Local::Local(const ConnectionSetup& setup) : process(TofuProcess::instance(setup.where)) {}
+Tofu::Local::Local(const ConnectionSetup& setup) : LocalBase{TofuProcess::instance(setup.where)} {}
 
 // -------------------------------------------------------------------------------------------------
 // Connection
@@ -32,7 +32,7 @@ Tofu::Local::Local(const ConnectionSetup& setup) : process(TofuProcess::instance
 
 Tofu::Connection::Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
                              const Blob& hello)
-    : process_(std::move(local.process)) {
+    : ConnectionBase(std::move(local.process)) {
     if (!peer.same_node) {
         raise<ProviderError>("the emulated Tofu interconnect reaches processes of this machine "
                              "only, not " +

@@ -21,6 +21,7 @@
 #include "base/peer_process.hpp"
 #include "providers/interface.hpp"
 #include "providers/tofu/process.hpp"
+#include "rails/process_base.hpp"
 #include "rails/windows.hpp"
 
 #include <memory>
@@ -28,13 +29,11 @@
 
 namespace pmr::detail {
 
-struct Tofu {
+struct Tofu : rails::RailsProvider {
     static constexpr Provider id = Provider::tofu;
     static constexpr int preference = 0;
     /// The emulated interconnect spans the processes of one machine.
     static bool reaches(const PeerInfo& peer) noexcept { return peer.same_node; }
-    static constexpr bool handshake = true;
-    static constexpr bool has_rails = true;
     /// For the neighbour exchange: the emulated Tofu (8 ranks on a 2 x 2 x 2 torus, 4 TNIs, model
     /// k) has split slower than direct up to 64 KiB and faster from 256 KiB: a split message costs
     /// 10 puts against 4 to 5 whole, and every put of the emulation costs CPU that the 2 cores of
@@ -48,21 +47,16 @@ struct Tofu {
     static void* allocate(std::size_t bytes, const std::string& where);
     static void deallocate(void* pointer) noexcept;
 
-    struct Local {
+    struct Local : rails::LocalBase<tofu::TofuProcess> {
         explicit Local(const ConnectionSetup& setup);
         Blob hello() const { return process->hello(); }
-
-        std::shared_ptr<tofu::TofuProcess> process;
     };
 
-    class Connection {
+    class Connection : public rails::ConnectionBase<tofu::TofuProcess> {
     public:
         /// @throws ProviderError if the peer is not on this machine or its node cannot be mapped.
         Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
                    const Blob& hello);
-        Connection(Connection&& other) noexcept = default;
-        Connection& operator=(Connection&& other) = delete;
-        ~Connection() = default;
 
         std::size_t rails() const noexcept { return rails_; }
         RailInfo rail(std::size_t index) const;
@@ -76,12 +70,10 @@ struct Tofu {
         std::size_t remote_tni(std::size_t rail) const noexcept {
             return tni(rail) % peer_.node->tnis();
         }
-        tofu::TofuProcess& process() const noexcept { return *process_; }
         const tofu::Peer& peer() const noexcept { return peer_; }
         void progress() const noexcept { process_->progress(); }
 
     private:
-        std::shared_ptr<tofu::TofuProcess> process_;
         tofu::Peer peer_;
         std::size_t rails_ = 1;
         std::size_t first_tni_ = 0;

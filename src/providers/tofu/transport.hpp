@@ -15,23 +15,19 @@ namespace pmr::detail::tofu {
 
 /// `Connection` is Tofu::Connection (tofu.hpp).
 template <class TofuConnection>
-struct BasicTransport {
-    using Connection = TofuConnection;
-    using Process = TofuProcess;
-    using Memory = tofu::Memory;
-    using RemoteKey = tofu::RemoteKey;
-    using Request = tofu::Request;
+struct BasicTransport
+    : rails::TransportTypes<TofuConnection, tofu::Memory, tofu::RemoteKey, tofu::Request> {
 
-    static std::size_t rails(const Process& process) { return process.settings().rails; }
+    static std::size_t rails(const TofuProcess& process) { return process.settings().rails; }
 
-    static Request put(Connection& connection, std::size_t rail, const RemoteKey& key,
+    static Request put(TofuConnection& connection, std::size_t rail, const RemoteKey& key,
                        const void* source, std::size_t bytes, std::uint64_t address,
                        const std::string& where) {
         return connection.process().put(connection.tni(rail), key, source, bytes, address, where);
     }
     /// A slot and its sequence word in one go (see TofuProcess::put_pair).
     static std::pair<Request, Request>
-    put_pair(Connection& connection, std::size_t rail, const RemoteKey& key, const void* first,
+    put_pair(TofuConnection& connection, std::size_t rail, const RemoteKey& key, const void* first,
              std::size_t first_bytes, std::uint64_t first_address, const void* second,
              std::size_t second_bytes, std::uint64_t second_address, const std::string& where) {
         return connection.process().put_pair(connection.tni(rail), key, first, first_bytes,
@@ -40,11 +36,11 @@ struct BasicTransport {
     }
     /// Nothing to do: a TNI's queue executes its commands in order, and a command lands only
     /// after the ones before it, so later operations on the rail land after earlier ones.
-    static void fence(Connection& /*connection*/, std::size_t /*rail*/,
+    static void fence(TofuConnection& /*connection*/, std::size_t /*rail*/,
                       const std::string& /*where*/) {}
     /// Rounds are signalled by puts (tofu connects windows with signal_by_message = false); a
     /// notice without data is a notice, and data would not fit the 32 B of piggyback.
-    static Request signal(Connection& connection, std::size_t rail, const Notice& notice,
+    static Request signal(TofuConnection& connection, std::size_t rail, const Notice& notice,
                           const void* /*data*/, std::size_t bytes, const std::string& where) {
         if (bytes > 0) {
             raise<ProviderError>("the tofu transport cannot carry " + std::to_string(bytes) +
@@ -54,12 +50,12 @@ struct BasicTransport {
         notify(connection, rail, notice, false, where);
         return {};
     }
-    static void notify(Connection& connection, std::size_t rail, const Notice& notice, bool reply,
-                       const std::string& where) {
+    static void notify(TofuConnection& connection, std::size_t rail, const Notice& notice,
+                       bool reply, const std::string& where) {
         connection.process().notify(connection.tni(rail), connection.peer(),
                                     connection.remote_tni(rail), notice, reply, where);
     }
-    static RemoteKey unpack(Connection& connection, std::size_t rail, const Blob& key,
+    static RemoteKey unpack(TofuConnection& connection, std::size_t rail, const Blob& key,
                             const char* what, const std::string& where) {
         BlobReader reader(key, where);
         const RegionKey region = get_region_key(reader);
@@ -70,15 +66,16 @@ struct BasicTransport {
         return {connection.peer().node, connection.remote_tni(rail),
                 std::make_shared<RemoteRegion>(region, where)};
     }
-    static std::shared_ptr<Memory> allocate(Process& process, std::size_t bytes,
+    static std::shared_ptr<Memory> allocate(TofuProcess& process, std::size_t bytes,
                                             std::size_t /*zeroed*/, const std::string& where) {
         return process.allocate_memory(bytes, where); // memory files start zeroed
     }
-    static std::shared_ptr<Memory> map(Process& process, std::size_t /*rail*/, void* address,
+    static std::shared_ptr<Memory> map(TofuProcess& process, std::size_t /*rail*/, void* address,
                                        std::size_t bytes, const std::string& where) {
         return process.register_memory(address, bytes, where);
     }
-    static std::shared_ptr<Memory> owned(Process& process, const void* address, std::size_t bytes) {
+    static std::shared_ptr<Memory> owned(TofuProcess& process, const void* address,
+                                         std::size_t bytes) {
         return process.allocation(address, bytes);
     }
     static Blob pack(const Memory& memory, const std::string& /*where*/) {

@@ -519,13 +519,8 @@ int roce_gid_index(ibv_context* context, std::uint8_t port, int table_length) {
 
 } // namespace
 
-std::shared_ptr<VerbsProcess> VerbsProcess::instance(const std::string& where) {
-    return rails::ProcessHolder<VerbsProcess>::instance(
-        where, [&] { return std::make_shared<VerbsProcess>(verbs_settings(), where); });
-}
-
-std::shared_ptr<VerbsProcess> VerbsProcess::existing() noexcept {
-    return rails::ProcessHolder<VerbsProcess>::existing();
+std::shared_ptr<VerbsProcess> VerbsProcess::create(const std::string& where) {
+    return std::make_shared<VerbsProcess>(verbs_settings(), where);
 }
 
 VerbsProcess::VerbsProcess(const VerbsSettings& settings, const std::string& where)
@@ -681,23 +676,8 @@ Blob VerbsProcess::cell_key(const CreditCell& cell) const {
         cell, [](const std::shared_ptr<Memory>& chunk) { return pack_region(chunk->region()); });
 }
 
-void VerbsProcess::bury(std::shared_ptr<Memory> memory) noexcept {
-    kept_.bury(std::move(memory));
-}
-
 void* VerbsProcess::allocate_window(std::size_t bytes, const std::string& where) {
-    auto memory = allocate(0, bytes, where);
-    void* data = memory->data();
-    kept_.add(std::move(memory));
-    return data;
-}
-
-void VerbsProcess::deallocate_window(void* pointer) noexcept {
-    kept_.release(pointer);
-}
-
-std::shared_ptr<Memory> VerbsProcess::allocation(const void* pointer, std::size_t bytes) const {
-    return kept_.find(pointer, bytes);
+    return keep_window(allocate(0, bytes, where));
 }
 
 } // namespace pmr::detail::verbs

@@ -25,6 +25,7 @@
 #include "providers/verbs/wire.hpp"
 #include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
+#include "rails/process_base.hpp"
 #include "rails/registry.hpp"
 
 #include <atomic>
@@ -223,16 +224,11 @@ private:
 /// The verbs settings of this process, read at the first call. @throws ArgumentError.
 const VerbsSettings& verbs_settings();
 
-class VerbsProcess {
+/// The rails of this process, opened at the first call to instance().
+/// @throws ProviderError (instance()) if no RDMA device (or not the one named) is found.
+class VerbsProcess : public rails::ProcessBase<VerbsProcess, Memory> {
 public:
-    /// The rails of this process, opened at the first call.
-    /// @throws ProviderError if no RDMA device (or not the one named) is found.
-    static std::shared_ptr<VerbsProcess> instance(const std::string& where);
-    static std::shared_ptr<VerbsProcess> existing() noexcept;
-
     VerbsProcess(const VerbsSettings& settings, const std::string& where);
-    VerbsProcess(const VerbsProcess&) = delete;
-    VerbsProcess& operator=(const VerbsProcess&) = delete;
     ~VerbsProcess();
 
     std::size_t size() const noexcept { return rails_.size(); }
@@ -247,7 +243,6 @@ public:
 
     CreditCell acquire_cell(const std::string& where);
     Blob cell_key(const CreditCell& cell) const;
-    void bury(std::shared_ptr<Memory> memory) noexcept;
 
     /// Zeroed memory registered on `rail`.
     std::shared_ptr<Memory> allocate(std::size_t rail, std::size_t bytes, const std::string& where);
@@ -256,10 +251,11 @@ public:
 
     /// Library-owned window memory (rail 0, registered at allocation).
     void* allocate_window(std::size_t bytes, const std::string& where);
-    void deallocate_window(void* pointer) noexcept;
-    std::shared_ptr<Memory> allocation(const void* pointer, std::size_t bytes) const;
 
 private:
+    friend class rails::ProcessBase<VerbsProcess, Memory>;
+    static std::shared_ptr<VerbsProcess> create(const std::string& where);
+
     std::vector<Rail> rails_;
     std::shared_ptr<KeyTable> keys_;
     rails::Registry registry_;

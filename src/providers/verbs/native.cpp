@@ -109,7 +109,7 @@ Context::Context(const std::string& device, const std::string& where) : device_(
         }
     }
     if (found != nullptr) {
-        handle_ = ibv_open_device(found);
+        handle_.reset(ibv_open_device(found));
     }
     const int error = errno;
     ibv_free_device_list(devices);
@@ -118,28 +118,8 @@ Context::Context(const std::string& device, const std::string& where) : device_(
                              "List the devices with `ibv_devices` and name one in "
                              "PMR_VERBS_DEVICES (device:port).");
     }
-    if (handle_ == nullptr) {
+    if (!handle_) {
         raise_call("ibv_open_device", device, error, where);
-    }
-}
-
-Context::Context(Context&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)), device_(std::move(other.device_)) {}
-
-Context& Context::operator=(Context&& other) noexcept {
-    if (this != &other) {
-        if (handle_ != nullptr) {
-            ibv_close_device(handle_);
-        }
-        handle_ = std::exchange(other.handle_, nullptr);
-        device_ = std::move(other.device_);
-    }
-    return *this;
-}
-
-Context::~Context() {
-    if (handle_ != nullptr) {
-        ibv_close_device(handle_);
     }
 }
 
@@ -147,59 +127,19 @@ Context::~Context() {
 // Protection domain, completion queue
 // -------------------------------------------------------------------------------------------------
 
-ProtectionDomain::ProtectionDomain(std::shared_ptr<Context> context, const std::string& where)
-    : context_(std::move(context)), handle_(ibv_alloc_pd(context_->get())) {
-    if (handle_ == nullptr) {
-        raise_call("ibv_alloc_pd", context_->device(), errno, where);
+ProtectionDomain::ProtectionDomain(const std::shared_ptr<Context>& context,
+                                   const std::string& where)
+    : handle_(ibv_alloc_pd(context->get()), context) {
+    if (!handle_) {
+        raise_call("ibv_alloc_pd", context->device(), errno, where);
     }
 }
 
-ProtectionDomain::ProtectionDomain(ProtectionDomain&& other) noexcept
-    : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)) {}
-
-ProtectionDomain& ProtectionDomain::operator=(ProtectionDomain&& other) noexcept {
-    if (this != &other) {
-        if (handle_ != nullptr) {
-            ibv_dealloc_pd(handle_);
-        }
-        handle_ = std::exchange(other.handle_, nullptr);
-        context_ = std::move(other.context_);
-    }
-    return *this;
-}
-
-ProtectionDomain::~ProtectionDomain() {
-    if (handle_ != nullptr) {
-        ibv_dealloc_pd(handle_);
-    }
-}
-
-CompletionQueue::CompletionQueue(std::shared_ptr<Context> context, int entries,
+CompletionQueue::CompletionQueue(const std::shared_ptr<Context>& context, int entries,
                                  const std::string& where)
-    : context_(std::move(context)),
-      handle_(ibv_create_cq(context_->get(), entries, nullptr, nullptr, 0)) {
-    if (handle_ == nullptr) {
-        raise_call("ibv_create_cq", context_->device(), errno, where);
-    }
-}
-
-CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
-    : context_(std::move(other.context_)), handle_(std::exchange(other.handle_, nullptr)) {}
-
-CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
-    if (this != &other) {
-        if (handle_ != nullptr) {
-            ibv_destroy_cq(handle_);
-        }
-        handle_ = std::exchange(other.handle_, nullptr);
-        context_ = std::move(other.context_);
-    }
-    return *this;
-}
-
-CompletionQueue::~CompletionQueue() {
-    if (handle_ != nullptr) {
-        ibv_destroy_cq(handle_);
+    : handle_(ibv_create_cq(context->get(), entries, nullptr, nullptr, 0), context) {
+    if (!handle_) {
+        raise_call("ibv_create_cq", context->device(), errno, where);
     }
 }
 
@@ -209,12 +149,14 @@ CompletionQueue::~CompletionQueue() {
 
 QueuePair::QueuePair(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<CompletionQueue> cq,
                      Capacity capacity, const std::string& device, const std::string& where)
-    : pd_(std::move(pd)), cq_(std::move(cq)) {
+    : handle_(nullptr, std::move(pd), std::move(cq)) {
+    const auto& domain = handle_.kept<0>();
+    const auto& queue = handle_.kept<1>();
     int error = 0;
     for (std::uint32_t inline_bytes = capacity.inline_bytes;; inline_bytes /= 2) {
         ibv_qp_init_attr attr{};
-        attr.send_cq = cq_->get();
-        attr.recv_cq = cq_->get();
+        attr.send_cq = queue->get();
+        attr.recv_cq = queue->get();
         attr.qp_type = IBV_QPT_RC;
         attr.sq_sig_all = 0; // selective signalling
         attr.cap.max_send_wr = capacity.send;
@@ -222,8 +164,8 @@ QueuePair::QueuePair(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<Compl
         attr.cap.max_send_sge = 1;
         attr.cap.max_recv_sge = 1;
         attr.cap.max_inline_data = inline_bytes;
-        handle_ = ibv_create_qp(pd_->get(), &attr);
-        if (handle_ != nullptr) {
+        handle_.reset(ibv_create_qp(domain->get(), &attr));
+        if (handle_) {
             inline_bytes_ = attr.cap.max_inline_data;
             return;
         }
@@ -236,60 +178,18 @@ QueuePair::QueuePair(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<Compl
                "The device may be out of queue pairs (too many connections?).");
 }
 
-QueuePair::QueuePair(QueuePair&& other) noexcept
-    : pd_(std::move(other.pd_)), cq_(std::move(other.cq_)),
-      handle_(std::exchange(other.handle_, nullptr)), inline_bytes_(other.inline_bytes_) {}
-
-QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
-    if (this != &other) {
-        if (handle_ != nullptr) {
-            ibv_destroy_qp(handle_);
-        }
-        handle_ = std::exchange(other.handle_, nullptr);
-        pd_ = std::move(other.pd_);
-        cq_ = std::move(other.cq_);
-        inline_bytes_ = other.inline_bytes_;
-    }
-    return *this;
-}
-
-QueuePair::~QueuePair() {
-    if (handle_ != nullptr) {
-        ibv_destroy_qp(handle_);
-    }
-}
-
 // -------------------------------------------------------------------------------------------------
 // Memory region
 // -------------------------------------------------------------------------------------------------
 
-MemoryRegion::MemoryRegion(std::shared_ptr<ProtectionDomain> pd, void* address, std::size_t bytes,
-                           const std::string& device, const std::string& where)
-    : pd_(std::move(pd)), handle_(ibv_reg_mr(pd_->get(), address, bytes,
-                                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
-    if (handle_ == nullptr) {
+MemoryRegion::MemoryRegion(const std::shared_ptr<ProtectionDomain>& pd, void* address,
+                           std::size_t bytes, const std::string& device, const std::string& where)
+    : handle_(
+          ibv_reg_mr(pd->get(), address, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+          pd) {
+    if (!handle_) {
         raise_call("ibv_reg_mr", device, errno, where,
                    "Registering memory pins it: check `ulimit -l` (locked memory) on every node.");
-    }
-}
-
-MemoryRegion::MemoryRegion(MemoryRegion&& other) noexcept
-    : pd_(std::move(other.pd_)), handle_(std::exchange(other.handle_, nullptr)) {}
-
-MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
-    if (this != &other) {
-        if (handle_ != nullptr) {
-            ibv_dereg_mr(handle_);
-        }
-        handle_ = std::exchange(other.handle_, nullptr);
-        pd_ = std::move(other.pd_);
-    }
-    return *this;
-}
-
-MemoryRegion::~MemoryRegion() {
-    if (handle_ != nullptr) {
-        ibv_dereg_mr(handle_);
     }
 }
 

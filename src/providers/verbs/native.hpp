@@ -8,6 +8,8 @@
 // destroyed first and the provider's objects die in whatever order the user's do.
 #pragma once
 
+#include "base/unique_handle.hpp"
+
 #include <infiniband/verbs.h>
 
 #include <cstddef>
@@ -46,51 +48,34 @@ class Context {
 public:
     /// @throws ProviderError if no device of that name exists or it cannot be opened.
     Context(const std::string& device, const std::string& where);
-    Context(const Context&) = delete;
-    Context& operator=(const Context&) = delete;
-    Context(Context&& other) noexcept;
-    Context& operator=(Context&& other) noexcept;
-    ~Context();
 
-    ibv_context* get() const noexcept { return handle_; }
+    ibv_context* get() const noexcept { return handle_.get(); }
     const std::string& device() const noexcept { return device_; }
 
 private:
-    ibv_context* handle_ = nullptr;
+    UniqueHandle<ibv_context*, ibv_close_device> handle_;
     std::string device_;
 };
 
 class ProtectionDomain {
 public:
-    ProtectionDomain(std::shared_ptr<Context> context, const std::string& where);
-    ProtectionDomain(const ProtectionDomain&) = delete;
-    ProtectionDomain& operator=(const ProtectionDomain&) = delete;
-    ProtectionDomain(ProtectionDomain&& other) noexcept;
-    ProtectionDomain& operator=(ProtectionDomain&& other) noexcept;
-    ~ProtectionDomain();
+    ProtectionDomain(const std::shared_ptr<Context>& context, const std::string& where);
 
-    ibv_pd* get() const noexcept { return handle_; }
-    const std::shared_ptr<Context>& context() const noexcept { return context_; }
+    ibv_pd* get() const noexcept { return handle_.get(); }
+    const std::shared_ptr<Context>& context() const noexcept { return handle_.kept<0>(); }
 
 private:
-    std::shared_ptr<Context> context_;
-    ibv_pd* handle_ = nullptr;
+    UniqueHandle<ibv_pd*, ibv_dealloc_pd, std::shared_ptr<Context>> handle_;
 };
 
 class CompletionQueue {
 public:
-    CompletionQueue(std::shared_ptr<Context> context, int entries, const std::string& where);
-    CompletionQueue(const CompletionQueue&) = delete;
-    CompletionQueue& operator=(const CompletionQueue&) = delete;
-    CompletionQueue(CompletionQueue&& other) noexcept;
-    CompletionQueue& operator=(CompletionQueue&& other) noexcept;
-    ~CompletionQueue();
+    CompletionQueue(const std::shared_ptr<Context>& context, int entries, const std::string& where);
 
-    ibv_cq* get() const noexcept { return handle_; }
+    ibv_cq* get() const noexcept { return handle_.get(); }
 
 private:
-    std::shared_ptr<Context> context_;
-    ibv_cq* handle_ = nullptr;
+    UniqueHandle<ibv_cq*, ibv_destroy_cq, std::shared_ptr<Context>> handle_;
 };
 
 /// A reliable-connected queue pair whose send and receive completions go to `cq`.
@@ -104,20 +89,15 @@ public:
     /// Tries smaller inline sizes down to none if the device refuses the one asked for.
     QueuePair(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<CompletionQueue> cq,
               Capacity capacity, const std::string& device, const std::string& where);
-    QueuePair(const QueuePair&) = delete;
-    QueuePair& operator=(const QueuePair&) = delete;
-    QueuePair(QueuePair&& other) noexcept;
-    QueuePair& operator=(QueuePair&& other) noexcept;
-    ~QueuePair();
 
-    ibv_qp* get() const noexcept { return handle_; }
-    std::uint32_t number() const noexcept { return handle_->qp_num; }
+    ibv_qp* get() const noexcept { return handle_.get(); }
+    std::uint32_t number() const noexcept { return handle_.get()->qp_num; }
     std::uint32_t inline_bytes() const noexcept { return inline_bytes_; }
 
 private:
-    std::shared_ptr<ProtectionDomain> pd_;
-    std::shared_ptr<CompletionQueue> cq_;
-    ibv_qp* handle_ = nullptr;
+    UniqueHandle<ibv_qp*, ibv_destroy_qp, std::shared_ptr<ProtectionDomain>,
+                 std::shared_ptr<CompletionQueue>>
+        handle_;
     std::uint32_t inline_bytes_ = 0;
 };
 
@@ -125,21 +105,15 @@ private:
 class MemoryRegion {
 public:
     MemoryRegion() noexcept = default;
-    MemoryRegion(std::shared_ptr<ProtectionDomain> pd, void* address, std::size_t bytes,
+    MemoryRegion(const std::shared_ptr<ProtectionDomain>& pd, void* address, std::size_t bytes,
                  const std::string& device, const std::string& where);
-    MemoryRegion(const MemoryRegion&) = delete;
-    MemoryRegion& operator=(const MemoryRegion&) = delete;
-    MemoryRegion(MemoryRegion&& other) noexcept;
-    MemoryRegion& operator=(MemoryRegion&& other) noexcept;
-    ~MemoryRegion();
 
-    explicit operator bool() const noexcept { return handle_ != nullptr; }
-    std::uint32_t lkey() const noexcept { return handle_->lkey; }
-    std::uint32_t rkey() const noexcept { return handle_->rkey; }
+    explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+    std::uint32_t lkey() const noexcept { return handle_.get()->lkey; }
+    std::uint32_t rkey() const noexcept { return handle_.get()->rkey; }
 
 private:
-    std::shared_ptr<ProtectionDomain> pd_;
-    ibv_mr* handle_ = nullptr;
+    UniqueHandle<ibv_mr*, ibv_dereg_mr, std::shared_ptr<ProtectionDomain>> handle_;
 };
 
 } // namespace pmr::detail::verbs

@@ -21,46 +21,43 @@ struct RemoteKey {
 
 /// `Connection` is Verbs::Connection (verbs.hpp).
 template <class VerbsConnection>
-struct BasicTransport {
-    using Connection = VerbsConnection;
-    using Process = VerbsProcess;
-    using Memory = verbs::Memory;
-    using RemoteKey = verbs::RemoteKey;
-    using Request = verbs::Request;
+struct BasicTransport
+    : rails::TransportTypes<VerbsConnection, verbs::Memory, verbs::RemoteKey, verbs::Request> {
 
-    static std::size_t rails(const Process& process) { return process.size(); }
+    static std::size_t rails(const VerbsProcess& process) { return process.size(); }
 
-    static Request put(Connection& connection, std::size_t rail, const RemoteKey& key,
+    static Request put(VerbsConnection& connection, std::size_t rail, const RemoteKey& key,
                        const void* source, std::size_t bytes, std::uint64_t address,
                        const std::string& where) {
         return connection.lane(rail).write(source, bytes, key.region, address, where);
     }
     /// RC executes a queue pair's requests in order, and a notice (a write with immediate) is seen
     /// only after the writes before it were placed: nothing to do.
-    static void fence(Connection& /*connection*/, std::size_t /*rail*/,
+    static void fence(VerbsConnection& /*connection*/, std::size_t /*rail*/,
                       const std::string& /*where*/) {}
-    static Request signal(Connection& connection, std::size_t rail, const Notice& notice,
+    static Request signal(VerbsConnection& connection, std::size_t rail, const Notice& notice,
                           const void* data, std::size_t bytes, const std::string& where) {
         connection.lane(rail).notice(notice, data, bytes, true, where); // copied: done at once
         return {};
     }
-    static void notify(Connection& connection, std::size_t rail, const Notice& notice,
+    static void notify(VerbsConnection& connection, std::size_t rail, const Notice& notice,
                        bool /*reply*/, const std::string& where) {
         connection.lane(rail).notice(notice, nullptr, 0, false, where);
     }
-    static RemoteKey unpack(Connection& /*connection*/, std::size_t /*rail*/, const Blob& key,
+    static RemoteKey unpack(VerbsConnection& /*connection*/, std::size_t /*rail*/, const Blob& key,
                             const char* what, const std::string& where) {
         return {unpack_region(key, what, where)};
     }
-    static std::shared_ptr<Memory> allocate(Process& process, std::size_t bytes,
+    static std::shared_ptr<Memory> allocate(VerbsProcess& process, std::size_t bytes,
                                             std::size_t /*zeroed*/, const std::string& where) {
         return process.allocate(0, bytes, where); // zeroed entirely
     }
-    static std::shared_ptr<Memory> map(Process& process, std::size_t rail, void* address,
+    static std::shared_ptr<Memory> map(VerbsProcess& process, std::size_t rail, void* address,
                                        std::size_t bytes, const std::string& where) {
         return process.map(rail, address, bytes, where);
     }
-    static std::shared_ptr<Memory> owned(Process& process, const void* address, std::size_t bytes) {
+    static std::shared_ptr<Memory> owned(VerbsProcess& process, const void* address,
+                                         std::size_t bytes) {
         return process.allocation(address, bytes);
     }
     static Blob pack(const Memory& memory, const std::string& /*where*/) {

@@ -44,7 +44,7 @@ void Verbs::deallocate(void* pointer) noexcept {
     }
 }
 
-Verbs::Local::Local(const ConnectionSetup& setup) : process(VerbsProcess::instance(setup.where)) {
+Verbs::Local::Local(const ConnectionSetup& setup) : LocalBase{VerbsProcess::instance(setup.where)} {
     for (std::size_t rail = 0; rail < process->size(); ++rail) {
         lanes.push_back(std::make_shared<Lane>(*process, rail,
                                                setup.where + ", verbs rail " +
@@ -67,7 +67,7 @@ Blob Verbs::Local::hello() const {
 
 Verbs::Connection::Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& /*peer*/,
                               const Blob& hello)
-    : process_(std::move(local.process)), last_probe_(std::chrono::steady_clock::now()) {
+    : ConnectionBase(std::move(local.process)), last_probe_(std::chrono::steady_clock::now()) {
     const std::vector<verbs::LaneAddress> peer = verbs::decode_hello(hello, setup.where);
     const std::size_t count = std::min(peer.size(), local.lanes.size());
     for (std::size_t rail = 0; rail < count; ++rail) {

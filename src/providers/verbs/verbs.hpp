@@ -23,6 +23,7 @@
 
 #include "providers/interface.hpp"
 #include "providers/verbs/lane.hpp"
+#include "rails/process_base.hpp"
 #include "rails/windows.hpp"
 
 #include <chrono>
@@ -33,44 +34,37 @@
 
 namespace pmr::detail {
 
-struct Verbs {
+struct Verbs : rails::RailsProvider {
     static constexpr Provider id = Provider::verbs;
     /// After ucx: where both are compiled in, UCX (which uses the same devices) stays the default
     /// until the verbs provider has been measured on hardware.
     static constexpr int preference = 5;
     /// Peers on other nodes, when this host has an active RDMA port.
     static bool reaches(const PeerInfo& peer) noexcept;
-    static constexpr bool handshake = true;
-    static constexpr bool has_rails = true;
 
     /// Memory for library-owned windows of verbs connections, registered at allocation.
     static void* allocate(std::size_t bytes, const std::string& where);
     static void deallocate(void* pointer) noexcept;
 
-    struct Local {
+    struct Local : rails::LocalBase<verbs::VerbsProcess> {
         /// @throws ProviderError if this host has no usable RDMA port.
         explicit Local(const ConnectionSetup& setup);
         Blob hello() const;
 
-        std::shared_ptr<verbs::VerbsProcess> process;
         std::vector<std::shared_ptr<verbs::Lane>> lanes;
     };
 
-    class Connection {
+    class Connection : public rails::ConnectionBase<verbs::VerbsProcess> {
     public:
         /// @throws ProviderError for a malformed hello or a queue pair that cannot be connected.
         Connection(Local&& local, const ConnectionSetup& setup, const PeerInfo& peer,
                    const Blob& hello);
-        Connection(Connection&& other) noexcept = default;
-        Connection& operator=(Connection&& other) = delete;
-        ~Connection() = default;
 
         std::size_t rails() const noexcept { return lanes_.size(); }
         RailInfo rail(std::size_t index) const;
         bool peer_alive();
 
         verbs::Lane& lane(std::size_t rail) const noexcept { return *lanes_[rail]; }
-        verbs::VerbsProcess& process() const noexcept { return *process_; }
         /// Polls the completion queues of every rail and sends what waits for credits.
         void progress() const noexcept;
         /// Throws PeerLost or ProviderError, naming the status and the port, if a work request of
@@ -78,7 +72,6 @@ struct Verbs {
         void check(const std::string& where) const;
 
     private:
-        std::shared_ptr<verbs::VerbsProcess> process_;
         std::vector<std::shared_ptr<verbs::Lane>> lanes_;
         std::chrono::steady_clock::time_point last_probe_;
     };

@@ -42,32 +42,31 @@ ModelParameters model_preset(const std::string& name) {
         return p;
     }
     p.enabled = true;
+    // A machine's TNIs per node, bandwidth per link, one-way latency of an 8-byte put to a
+    // neighbour and injection bandwidth per node. Not in the seeds: an assumed 100 ns per
+    // additional hop (router and cable); override with PMR_TOFU_HOP_LATENCY_US.
+    auto machine = [&](std::size_t tnis, double link_bandwidth, double put_latency,
+                       double injection_bandwidth) {
+        p.tnis = tnis;
+        p.link_bandwidth = link_bandwidth;
+        p.put_latency = put_latency;
+        p.injection_bandwidth = injection_bandwidth;
+        p.hop_latency = 0.1e-6;
+        return p;
+    };
     if (name == "k") {
         // Tofu of the K computer, Shida, Sumimoto, Uno, "MPI library and low-level communication
         // on the K computer" (seed 000), section 6.1: 4 TNIs per node; 4.76 GB/s per link for a
         // 16 MB message at the Tofu-library level (links are 5 GB/s raw); 0.91 us hardware
         // latency of an 8-byte put to a neighbour (0.92 us at the library level); 15.03 GB/s
         // over 4 TNIs, limited by the CPU-side interface (Figure 2).
-        p.tnis = 4;
-        p.link_bandwidth = 4.76e9;
-        p.put_latency = 0.91e-6;
-        p.injection_bandwidth = 15.03e9;
-        // Not in the seeds: an assumed 100 ns per additional hop (router and cable); override
-        // with PMR_TOFU_HOP_LATENCY_US.
-        p.hop_latency = 0.1e-6;
-        return p;
+        return machine(4, 4.76e9, 0.91e-6, 15.03e9);
     }
     if (name == "fugaku") {
         // Tofu-D of Fugaku, Ajima et al., "The Tofu Interconnect D", IEEE Cluster 2018: 6 TNIs
         // per node; 6.8 GB/s per link (28 Gbps x 2 lanes); 0.49 us one-way 8-byte put latency;
         // 38.1 GB/s injection per node.
-        p.tnis = 6;
-        p.link_bandwidth = 6.8e9;
-        p.put_latency = 0.49e-6;
-        p.injection_bandwidth = 38.1e9;
-        // Not in the seeds: assumed as for "k".
-        p.hop_latency = 0.1e-6;
-        return p;
+        return machine(6, 6.8e9, 0.49e-6, 38.1e9);
     }
     raise<ArgumentError>("unknown Tofu timing model '" + name + "'", "tofu timing model",
                          "Set PMR_TOFU_MODEL to off, k or fugaku.");

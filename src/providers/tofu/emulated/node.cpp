@@ -25,20 +25,14 @@ namespace pmr::detail::tofu {
 
 namespace {
 
-constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'32ULL; // "pmrtofu2"
+constexpr std::uint64_t segment_magic = 0x70'6d'72'74'6f'66'75'33ULL; // "pmrtofu3"
 constexpr std::size_t line = 64;
 /// How long a poll waits for the command behind one that landed (ns, real time).
 constexpr std::int64_t spin_ns = 2000;
 
 struct alignas(line) NoticeEntry {
     std::atomic<std::uint64_t> sequence{0}; ///< ticket + 1 once written
-    std::uint64_t source = 0;
-    std::uint64_t stadd = 0;
-    std::uint64_t bytes = 0;
-    std::uint32_t source_tni = 0;
-    std::uint8_t edata = 0;
-    std::uint8_t piggyback_bytes = 0;
-    std::byte piggyback[piggyback_capacity] = {};
+    RemoteNotice notice;
 };
 static_assert(sizeof(NoticeEntry) == 2 * line);
 
@@ -222,13 +216,7 @@ bool Node::poll_notice(std::size_t tni, RemoteNotice& notice) noexcept {
     if (entry.sequence.load(std::memory_order_acquire) != head + 1) {
         return false;
     }
-    notice.source = entry.source;
-    notice.source_tni = entry.source_tni;
-    notice.stadd = entry.stadd;
-    notice.bytes = entry.bytes;
-    notice.edata = entry.edata;
-    notice.piggyback_bytes = entry.piggyback_bytes;
-    std::memcpy(notice.piggyback.data(), entry.piggyback, piggyback_capacity);
+    notice = entry.notice;
     queue.head.store(head + 1, std::memory_order_release);
     polled_notices_.store(polled_notices_.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
@@ -324,13 +312,7 @@ bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
     } while (!queue.tail.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
                                                std::memory_order_relaxed));
     NoticeEntry& entry = notice_entry(queue, header->entries, ticket);
-    entry.source = notice.source;
-    entry.source_tni = notice.source_tni;
-    entry.stadd = notice.stadd;
-    entry.bytes = notice.bytes;
-    entry.edata = notice.edata;
-    entry.piggyback_bytes = notice.piggyback_bytes;
-    std::memcpy(entry.piggyback, notice.piggyback.data(), piggyback_capacity);
+    entry.notice = notice;
     entry.sequence.store(ticket + 1, std::memory_order_release);
     header->notices.fetch_add(1, std::memory_order_acq_rel);
     return true;
@@ -343,6 +325,19 @@ bool RemoteNode::deliver(std::size_t tni, const RemoteNotice& notice) noexcept {
 CommandQueue::CommandQueue(Node& node, std::size_t tni, std::size_t depth)
     : node_(node), tni_(tni), depth_(std::max<std::size_t>(depth, 1)) {}
 
+CommandQueue::Command CommandQueue::command_on(const std::shared_ptr<RemoteNode>& node,
+                                               const RemoteRegion& region, std::int64_t offset,
+                                               std::size_t bytes) {
+    Command c;
+    c.node = node;
+    c.region = region.key();
+    c.mapping = region.mapping();
+    c.mapped = region.mapped();
+    c.offset = static_cast<std::uint64_t>(offset);
+    c.bytes = bytes;
+    return c;
+}
+
 Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                          const RemoteRegion& target, Stadd stadd, const void* source,
                          std::size_t bytes, const PutFlags& flags, std::uint64_t& cookie) {
@@ -350,14 +345,8 @@ Status CommandQueue::put(const std::shared_ptr<RemoteNode>& node, std::size_t ta
     if (commands_.size() - reported_ >= depth_) {
         return Status::busy;
     }
-    Command c;
-    c.node = node;
+    Command c = command_on(node, target, offset, bytes);
     c.target_tni = target_tni;
-    c.region = target.key();
-    c.mapping = target.mapping();
-    c.mapped = target.mapped();
-    c.offset = static_cast<std::uint64_t>(offset);
-    c.bytes = bytes;
     c.flags = flags;
     if (flags.inline_source) {
         // Read from the command itself when it executes (it moves into the queue first).
@@ -404,19 +393,24 @@ bool CommandQueue::put_at_once_checked(const RemoteRegion& target, std::uint64_t
     return true;
 }
 
+std::string CommandQueue::where() const {
+    // Built only for a message: puts are the data path.
+    return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
+}
+
+void CommandQueue::check_bytes(std::size_t bytes, const char* operation) const {
+    if (bytes > max_put_bytes) {
+        raise<SizeError>(std::string("a ") + operation + " of " + std::to_string(bytes) +
+                             " B exceeds the Tofu limit of " + std::to_string(max_put_bytes) + " B",
+                         where(), std::string("Split it into several ") + operation + "s.");
+    }
+}
+
 std::int64_t CommandQueue::checked_offset(const std::shared_ptr<RemoteNode>& node,
                                           std::size_t target_tni, const RemoteRegion& target,
                                           Stadd stadd, std::size_t bytes,
                                           const PutFlags& flags) const {
-    // Built only for a message: puts are the data path.
-    const auto where = [this] {
-        return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
-    };
-    if (bytes > max_put_bytes) {
-        raise<SizeError>("a put of " + std::to_string(bytes) + " B exceeds the Tofu limit of " +
-                             std::to_string(max_put_bytes) + " B",
-                         where(), "Split it into several puts.");
-    }
+    check_bytes(bytes, "put");
     if (flags.inline_source && bytes > piggyback_capacity) {
         raise<SizeError>("an inline put of " + std::to_string(bytes) + " B exceeds " +
                              std::to_string(piggyback_capacity) + " B",
@@ -447,15 +441,7 @@ std::int64_t CommandQueue::checked_offset(const std::shared_ptr<RemoteNode>& nod
 
 Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& source,
                          Stadd stadd, void* destination, std::size_t bytes, std::uint64_t& cookie) {
-    // Built only for a message: puts are the data path.
-    const auto where = [this] {
-        return "tofu node " + std::to_string(node_.id()) + ", TNI " + std::to_string(tni_);
-    };
-    if (bytes > max_put_bytes) {
-        raise<SizeError>("a get of " + std::to_string(bytes) + " B exceeds the Tofu limit of " +
-                             std::to_string(max_put_bytes) + " B",
-                         where(), "Split it into several gets.");
-    }
+    check_bytes(bytes, "get");
     const std::int64_t offset = source.offset_of(stadd, bytes);
     if (!node || offset < 0) {
         raise<ArgumentError>("a get of " + std::to_string(bytes) + " B from Stadd " +
@@ -465,15 +451,9 @@ Status CommandQueue::get(const std::shared_ptr<RemoteNode>& node, const RemoteRe
     if (commands_.size() - reported_ >= depth_) {
         return Status::busy;
     }
-    Command c;
+    Command c = command_on(node, source, offset, bytes);
     c.is_get = true;
-    c.node = node;
-    c.region = source.key();
-    c.mapping = source.mapping();
-    c.mapped = source.mapped();
-    c.offset = static_cast<std::uint64_t>(offset);
     c.destination = static_cast<std::byte*>(destination);
-    c.bytes = bytes;
     cookie = next_cookie_;
     return issue(std::move(c));
 }

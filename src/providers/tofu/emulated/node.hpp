@@ -334,8 +334,15 @@ private:
         int error = 0;
     };
 
+    /// A command on `bytes` at `offset` of `region` of `node`, the rest left to the caller.
+    static Command command_on(const std::shared_ptr<RemoteNode>& node, const RemoteRegion& region,
+                              std::int64_t offset, std::size_t bytes);
     Status issue(Command&& command);
     /// Checks a put against the limits and the region; its offset in the region.
+    /// "tofu node <id>, TNI <tni>", for error messages.
+    std::string where() const;
+    /// @throws SizeError if `bytes` exceed what one `operation` ("put", "get") may move.
+    void check_bytes(std::size_t bytes, const char* operation) const;
     std::int64_t checked_offset(const std::shared_ptr<RemoteNode>& node, std::size_t target_tni,
                                 const RemoteRegion& target, Stadd stadd, std::size_t bytes,
                                 const PutFlags& flags) const;
