@@ -18,7 +18,7 @@
 
 namespace pmr::mpi {
 
-thread_local bool inside_pmr = false;
+thread_local bool inside_pmr __attribute__((tls_model("initial-exec"))) = false;
 
 const char* reason_name(Reason reason) noexcept {
     switch (reason) {

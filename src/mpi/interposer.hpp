@@ -463,7 +463,9 @@ private:
     unsigned streams_out_ = 0; // carried, as sender
 };
 
-/// Set while pmr itself runs: its MPI calls go straight to MPI.
-extern thread_local bool inside_pmr;
+/// Set while pmr itself runs: its MPI calls go straight to MPI. Read and written on every MPI
+/// call: in the static TLS block (the library is loaded with the program, by pmr-run's preload
+/// or by linking), where an access is one instruction instead of a call to __tls_get_addr.
+extern thread_local bool inside_pmr __attribute__((tls_model("initial-exec")));
 
 } // namespace pmr::mpi

@@ -95,11 +95,11 @@ bool Interposer::worth_polling(const OutStream& stream, int count, MPI_Datatype 
     // rank's own send and serialise what would overlap (measured: uncarried 256 KiB-1 MiB
     // exchanges took twice as long). So look only where a proposal can matter: before messages
     // small enough to be carried, for a stream's first 64 sends and then every 16th.
-    if (static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size) >
-        settings_.max_bytes) {
+    if (stream.sent_mpi >= 64 && stream.sent_mpi % 16 != 0) {
         return false;
     }
-    return stream.sent_mpi < 64 || stream.sent_mpi % 16 == 0;
+    return static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size) <=
+           settings_.max_bytes;
 }
 
 void Interposer::poll_control() {
