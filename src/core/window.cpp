@@ -664,25 +664,6 @@ void check_range_post(const WindowState<S>& s) {
     }
 }
 
-} // namespace
-
-template <Side S>
-void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
-    WindowState<S>& s = checked();
-    const UseGuard<S> guard(s);
-    check_range_post(s);
-    if constexpr (is_send<S>) {
-        require_pieces(ranges, count, s.where);
-        std::size_t end = 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            end = end_after(ranges[i], i, end, s.rails, "byte", s.where);
-        }
-        s.post_ranges(ranges, count, end);
-    }
-}
-
-namespace {
-
 // post(slices) of a checked send window `s` of `core`, with room for the pieces in bytes at
 // `ranges`. Inlined: a call more would cost a tenth of the post.
 template <Side S>
@@ -714,6 +695,21 @@ void post_many_slices(const WindowCore<S>& core, WindowState<S>& s, const RailSl
 }
 
 } // namespace
+
+template <Side S>
+void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
+    WindowState<S>& s = checked();
+    const UseGuard<S> guard(s);
+    check_range_post(s);
+    if constexpr (is_send<S>) {
+        require_pieces(ranges, count, s.where);
+        std::size_t end = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            end = end_after(ranges[i], i, end, s.rails, "byte", s.where);
+        }
+        s.post_ranges(ranges, count, end);
+    }
+}
 
 template <Side S>
 void WindowCore<S>::post(const RailSlice* slices, std::size_t count) {
