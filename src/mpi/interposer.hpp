@@ -20,6 +20,7 @@
 
 #include <mpi.h>
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -234,6 +235,10 @@ struct Comm {
         Stream* stream = nullptr;
     };
     static constexpr std::size_t recent_size = 16;
+    static std::size_t recent_slot(int peer, int tag) noexcept {
+        const auto mixed = static_cast<unsigned>(peer) * 0x9E3779B1U + static_cast<unsigned>(tag);
+        return (mixed ^ (mixed >> 16)) % recent_size;
+    }
     Recent<OutStream> recent_out[recent_size];
     Recent<InStream> recent_in[recent_size];
     std::deque<Op*> deferred; // receives waiting for a match, in posting order
@@ -247,6 +252,66 @@ public:
     static Interposer& get() noexcept;
 
     bool enabled() const noexcept { return enabled_; }
+
+    // The steady state of a stream MPI carries, at a cost next to MPI's own small-message path:
+    // found in the last communicator's recent streams, counted, and nothing else. Each answers
+    // false where anything more is to be done; the full path (isend, irecv) then decides.
+    /// A plain standard-mode send on a stream never carried, between two looks for proposals.
+    bool counted_send(MPI_Comm comm, int dest, int tag) noexcept {
+        if (comm != last_comm_ || comm == MPI_COMM_NULL) {
+            return false;
+        }
+        const Comm::Recent<OutStream>& e =
+            last_comm_state_->recent_out[Comm::recent_slot(dest, tag)];
+        OutStream* s = e.stream;
+        if (s == nullptr || e.peer != dest || e.tag != tag || s->carried) {
+            return false;
+        }
+        const std::uint64_t n = s->sent_mpi;
+        if (n < 64 || n % (n < 4096 ? 16 : 256) == 0) {
+            return false; // a look for proposals is due (worth_polling)
+        }
+        s->sent_mpi = n + 1;
+        return true;
+    }
+    /// Requests that are all MPI's, none followed here, while carried traffic needs nothing
+    /// of this process: MPI's own wait serves them.
+    bool mpi_only(int count, const MPI_Request* requests) noexcept {
+        return !owes() && !own_pending(count, requests);
+    }
+    /// A plain receive from one source with one tag, with nothing queued on the communicator,
+    /// on a stream that stays on MPI: what irecv decides, in the same order.
+    bool counted_receive(MPI_Comm comm, int source, int tag, int count,
+                         MPI_Datatype type) noexcept {
+        if (comm != last_comm_ || comm == MPI_COMM_NULL || type != last_type_ ||
+            last_type_info_ == nullptr || !last_comm_state_->deferred.empty()) {
+            return false;
+        }
+        const Comm::Recent<InStream>& e =
+            last_comm_state_->recent_in[Comm::recent_slot(source, tag)];
+        InStream* s = e.stream;
+        if (s == nullptr || e.peer != source || e.tag != tag ||
+            (s->state != InStream::State::mpi && s->state != InStream::State::refused)) {
+            return false;
+        }
+        if (s->state == InStream::State::mpi) {
+            const auto bytes =
+                static_cast<std::size_t>(count) * static_cast<std::size_t>(last_type_info_->size);
+            const bool small = bytes < settings_.min_bytes && s->max_bytes < settings_.min_bytes;
+            if (!small && settings_.mode == Mode::all) {
+                return false; // it may make the stream carried
+            }
+            if (small) {
+                s->max_bytes = std::max(s->max_bytes, bytes);
+                s->reason = Reason::too_small;
+            }
+        }
+        if (settings_.mode != Mode::all) {
+            s->reason = Reason::plain_receives;
+        }
+        ++s->claimed_mpi;
+        return true;
+    }
     const Settings& settings() const noexcept { return settings_; }
 
     void start(int provided_thread_level);
@@ -436,7 +501,7 @@ private:
     /// A bit per hash of every handle ever given an Op: a handle whose bit is clear is MPI's
     /// own, found without a search (requests MPI keeps are the common case of a wait).
     static constexpr std::size_t op_filter_bits = 4096;
-    std::vector<bool> op_filter_ = std::vector<bool>(op_filter_bits, false);
+    std::bitset<op_filter_bits> op_filter_;
     // The communicator and datatype used last.
     MPI_Comm last_comm_ = MPI_COMM_NULL;
     Comm* last_comm_state_ = nullptr;

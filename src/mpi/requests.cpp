@@ -17,12 +17,13 @@ Op* Interposer::op_of(MPI_Request handle) noexcept {
     if (ops_.empty() || handle == MPI_REQUEST_NULL) {
         return nullptr;
     }
+    // MPI's own requests, the most common, are told by the filter alone.
+    if (!op_filter_[recent_index(handle, op_filter_bits)]) {
+        return nullptr;
+    }
     RecentOp& recent = recent_op_[recent_index(handle, recent_ops)];
     if (recent.handle == handle && recent.op != nullptr) {
         return recent.op;
-    }
-    if (!op_filter_[recent_index(handle, op_filter_bits)]) {
-        return nullptr;
     }
     auto it = ops_.find(handle);
     if (it == ops_.end()) {

@@ -17,8 +17,7 @@ template <class Stream>
 Stream* Interposer::stream_of(Comm& comm,
                               std::map<std::pair<int, int>, std::unique_ptr<Stream>>& streams,
                               Comm::Recent<Stream>* recent, int peer, int tag) {
-    const auto mixed = static_cast<unsigned>(peer) * 0x9E3779B1U + static_cast<unsigned>(tag);
-    Comm::Recent<Stream>& entry = recent[(mixed ^ (mixed >> 16)) % Comm::recent_size];
+    Comm::Recent<Stream>& entry = recent[Comm::recent_slot(peer, tag)];
     if (entry.stream != nullptr && entry.peer == peer && entry.tag == tag) {
         return entry.stream;
     }

@@ -290,7 +290,14 @@ PMR_MPI_SEND(MPI_Bsend, 3)
                                                      request);                                     \
         });                                                                                        \
     }
-PMR_MPI_ISEND(MPI_Isend, 0, isend)
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+    if (bypass() || Interposer::get().counted_send(comm, dest, tag)) {
+        return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    }
+    return enter(
+        [&] { return Interposer::get().isend(buf, count, type, dest, tag, comm, 0, request); });
+}
 PMR_MPI_ISEND(MPI_Issend, 1, isend)
 PMR_MPI_ISEND(MPI_Irsend, 2, isend)
 PMR_MPI_ISEND(MPI_Ibsend, 3, isend)
@@ -307,6 +314,9 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 }
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
+    if (!bypass() && Interposer::get().counted_receive(comm, source, tag, count, type)) {
+        return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    }
     return forward(PMPI_Irecv, &Interposer::irecv, buf, count, type, source, tag, comm, request);
 }
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -360,7 +370,10 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     return forward(PMPI_Test, &Interposer::test, request, flag, status);
 }
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-    return forward(PMPI_Waitall, &Interposer::waitall, count, requests, statuses);
+    if (bypass() || Interposer::get().mpi_only(count, requests)) {
+        return PMPI_Waitall(count, requests, statuses);
+    }
+    return enter([&] { return Interposer::get().waitall(count, requests, statuses); });
 }
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
     return forward(PMPI_Testall, &Interposer::testall, count, requests, flag, statuses);
