@@ -340,6 +340,9 @@ public:
                   MPI_Request* request);
     int start(MPI_Request* request);
     int startall(int count, MPI_Request* requests);
+    /// Counts the start of a followed persistent request whose stream stays on MPI, as start()
+    /// would, and marks it MPI's; false (nothing done) where start() has more to decide.
+    bool start_on_mpi(Op& op);
     int wait(MPI_Request* request, MPI_Status* status);
     int test(MPI_Request* request, int* flag, MPI_Status* status);
     int waitall(int count, MPI_Request* requests, MPI_Status* statuses);
@@ -427,9 +430,6 @@ private:
     void activate_recv(Op& op);
     /// Puts a receive at the end of its communicator's queue of receives waiting for a match.
     void queue(Op& op);
-    /// Whether a receive waiting in the communicator's queue could take messages from `source`
-    /// with `tag` (then a later receive for them must wait behind it).
-    static bool queued_before(const Comm& comm, int source, int tag) noexcept;
     bool defer_needed(const Comm& comm, int source, int tag) const;
     bool open_stream_matches(const Comm& comm, int source, int tag) const;
     bool try_match(Op& op);

@@ -120,7 +120,7 @@ void Interposer::activate_recv(Op& op) {
                        op.stream != nullptr ? op.stream : in_stream(*c, op.peer, op.tag)) {
             op.stream = s;
             if (s->state == InStream::State::carried && s->claimed_mpi >= s->switch_at &&
-                s->partial == nullptr && !queued_before(*c, op.peer, op.tag)) {
+                s->partial == nullptr && !defer_needed(*c, op.peer, op.tag)) {
                 // The steady state of a carried stream: its message is there already, or this
                 // receive waits in the queue with nothing before it that could take its
                 // messages (a look at the queue now would try just what was tried here).
@@ -181,15 +181,6 @@ void Interposer::activate_recv(Op& op) {
     } else {
         PMPI_Irecv(op.buf, op.count, op.type, op.peer, op.tag, op.comm->handle, &op.inner);
     }
-}
-
-bool Interposer::queued_before(const Comm& comm, int source, int tag) noexcept {
-    for (const Op* waiting : comm.deferred) {
-        if (overlaps(waiting->peer, waiting->tag, source, tag)) {
-            return true;
-        }
-    }
-    return false;
 }
 
 void Interposer::queue(Op& op) {

@@ -97,11 +97,67 @@ int Interposer::start(MPI_Request* request) {
     return PMPI_Start(request);
 }
 
+bool Interposer::start_on_mpi(Op& op) {
+    if (op.kind == Op::Kind::send) {
+        OutStream* s = op.out;
+        if (s == nullptr || s->carried || op.synchronous) {
+            return false;
+        }
+        const std::uint64_t n = s->sent_mpi;
+        if (n < 64 || n % (n < 4096 ? 16 : 256) == 0) {
+            return false; // a look for proposals is due (worth_polling)
+        }
+        s->sent_mpi = n + 1;
+    } else if (op.kind == Op::Kind::recv) {
+        // What activate_recv decides for a stream below PMR_MPI_MIN_BYTES with nothing that
+        // would give it another reason (taints, a cancel, the stream limit).
+        InStream* s = op.stream;
+        Comm* c = op.comm;
+        if (s == nullptr || s->state != InStream::State::mpi || s->reason != Reason::too_small ||
+            !c->deferred.empty() || !c->taints.empty() || cancel_seen_ ||
+            streams_in_ >= settings_.max_streams) {
+            return false;
+        }
+        const auto bytes =
+            static_cast<std::size_t>(op.count) * static_cast<std::size_t>(type_info(op.type).size);
+        if (bytes >= settings_.min_bytes || s->max_bytes >= settings_.min_bytes) {
+            return false;
+        }
+        ++s->repeats;
+        ++s->claimed_mpi;
+        op.cancelled = false;
+        op.error = MPI_SUCCESS;
+        op.got = 0;
+        op.total = 0;
+    } else {
+        return false;
+    }
+    op.active = true;
+    op.complete = false;
+    op.on_mpi = true;
+    return true;
+}
+
 int Interposer::startall(int count, MPI_Request* requests) {
     if (!own_pending(count, requests)) {
         return PMPI_Startall(count, requests);
     }
-    for (int i = 0; i < count; ++i) {
+    // A halo whose streams all stay on MPI: counted here, then started by MPI in one call.
+    int i = 0;
+    while (i < count) {
+        Op* op = op_of(requests[i]);
+        if (op != nullptr && !start_on_mpi(*op)) {
+            break;
+        }
+        ++i;
+    }
+    if (i > 0) {
+        const int rc = PMPI_Startall(i, requests);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    for (; i < count; ++i) {
         const int rc = start(&requests[i]);
         if (rc != MPI_SUCCESS) {
             return rc;
