@@ -13,6 +13,8 @@
 // within a stream is kept whatever mix of calls the program makes.
 #pragma once
 
+#include "mpi/support.hpp"
+
 #include <pmr/collectives.hpp>
 #include <pmr/communicator.hpp>
 #include <pmr/connection.hpp>
@@ -268,7 +270,7 @@ public:
             return false;
         }
         const std::uint64_t n = s->sent_mpi;
-        if (n < 64 || n % (n < 4096 ? 16 : 256) == 0) {
+        if (look_due(n)) {
             return false; // a look for proposals is due (worth_polling)
         }
         s->sent_mpi = n + 1;

@@ -104,7 +104,7 @@ bool Interposer::start_on_mpi(Op& op) {
             return false;
         }
         const std::uint64_t n = s->sent_mpi;
-        if (n < 64 || n % (n < 4096 ? 16 : 256) == 0) {
+        if (look_due(n)) {
             return false; // a look for proposals is due (worth_polling)
         }
         s->sent_mpi = n + 1;

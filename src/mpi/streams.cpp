@@ -94,10 +94,8 @@ bool Interposer::worth_polling(const OutStream& stream, int count, MPI_Datatype 
     // rank's own send and serialise what would overlap (measured: uncarried 256 KiB-1 MiB
     // exchanges took twice as long). So look only where a proposal can matter: before messages
     // small enough to be carried, for a stream's first 64 sends and then every 16th.
-    // Each look is a progress of MPI's own (with the UCX PML, about as long as a small
-    // message): later in a stream's life, proposals are looked for more rarely.
-    const std::uint64_t every = stream.sent_mpi < 4096 ? 16 : 256;
-    if (stream.sent_mpi >= 64 && stream.sent_mpi % every != 0) {
+    // Later in a stream's life, proposals are looked for more rarely (look_due).
+    if (!look_due(stream.sent_mpi)) {
         return false;
     }
     return static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size) <=

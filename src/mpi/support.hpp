@@ -21,6 +21,13 @@ inline constexpr std::uint64_t world_id = 1;
 // Streams followed per communicator and direction (carried or not).
 inline constexpr std::size_t followed_streams = 4096;
 
+/// Whether a sender looks for proposals before its next MPI message on a stream that has sent
+/// `sent` through MPI: each look is a progress of MPI's own (with the UCX PML, about as long as
+/// a small message), so the first 64 sends look, then every 16th, and after 4,096 every 256th.
+inline bool look_due(std::uint64_t sent) noexcept {
+    return sent < 64 || sent % (sent < 4096 ? 16 : 256) == 0;
+}
+
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
 
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
