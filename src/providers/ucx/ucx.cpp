@@ -168,20 +168,19 @@ Ucx::Connection::Connection(Local&& local, const ConnectionSetup& setup, const P
 
 bool Ucx::Connection::peer_alive() {
     progress();
-    for (const auto& endpoint : endpoints_) {
-        if (endpoint->failure() != UCS_OK) {
-            return false;
-        }
-    }
-    for (const auto& lane : lanes_) {
-        if (lane->failed()) {
-            return false;
-        }
-    }
-    if (!lanes_.empty() && process_->lanes()->lost(peer_token_)) {
+    if (lost_->load(std::memory_order_relaxed)) {
         return false;
     }
-    return peer_process_.alive();
+    bool alive = std::none_of(endpoints_.begin(), endpoints_.end(),
+                              [](const auto& endpoint) { return endpoint->failure() != UCS_OK; });
+    if (alive && !lanes_.empty() && process_->lanes()->lost(peer_token_)) {
+        alive = false;
+    }
+    alive = alive && peer_process_.alive();
+    if (!alive) {
+        lost_->store(true, std::memory_order_relaxed);
+    }
+    return alive;
 }
 
 RailInfo Ucx::Connection::rail(std::size_t index) const {
@@ -192,6 +191,15 @@ RailInfo Ucx::Connection::rail(std::size_t index) const {
 void Ucx::Connection::progress() const noexcept {
     process_->note_progress();
     (void)process_->progress_lanes();
+    if (lost_->load(std::memory_order_relaxed)) {
+        return;
+    }
+    for (const auto& lane : lanes_) {
+        if (lane->failed()) {
+            lost_->store(true, std::memory_order_relaxed);
+            return;
+        }
+    }
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
         process_->rail(i).worker->progress();
     }

@@ -119,6 +119,7 @@ struct Ucx {
         std::size_t rails() const noexcept { return endpoints_.size(); }
         RailInfo rail(std::size_t index) const;
         /// Progresses the workers (notices, keep-alive) and checks the endpoints and the process.
+        /// A peer found lost stays lost (see progress()).
         bool peer_alive();
 
         const std::shared_ptr<ucx::Endpoint>& endpoint(std::size_t rail) const noexcept {
@@ -128,7 +129,10 @@ struct Ucx {
         /// Progresses the workers of every rail. Every wait progresses them all, whatever it
         /// waits for: over TCP the peer's data and puts on any rail move only while this side
         /// progresses that rail, and the peer may be waiting for them to give what this side
-        /// waits for (a credit after its send completed).
+        /// waits for (a credit after its send completed). Once the peer is known lost (a lane
+        /// failed, or peer_alive() said so) the workers are left alone: UCX 1.13 can abort in its
+        /// error path when a dead peer's half-wired TCP endpoint fails under progress
+        /// (wireup_ep.c `pending_count == 0`), and nothing can arrive from that peer any more.
         void progress() const noexcept;
         bool same_node() const noexcept { return same_node_; }
         /// Whether windows that do not map each other's memory take the message path
@@ -172,6 +176,8 @@ struct Ucx {
         std::vector<std::shared_ptr<ucx::Lane>> lanes_; ///< one per rail, or none
         std::uint64_t peer_token_ = 0;                  ///< the peer's lanes token
         std::size_t peer_lane_bytes_ = 0; ///< the peer's PMR_UCX_LANE_BYTES (0: no lanes to here)
+        /// The peer is known lost (sticky; on the heap so that the connection stays movable).
+        std::unique_ptr<std::atomic<bool>> lost_ = std::make_unique<std::atomic<bool>>(false);
     };
 
     using SendWindow = rails::SendWindow<Ucx>;
