@@ -384,6 +384,7 @@ void Comm::taint(int source, int tag, Reason reason) {
         tag = MPI_ANY_TAG;
     }
     taints.push_back({source, tag, reason});
+    ++taint_count;
 }
 
 Reason Comm::tainted(int source, int tag) const noexcept {

@@ -176,6 +176,9 @@ struct InStream {
     unsigned repeats = 0;
     std::size_t max_bytes = 0;
     std::size_t capacity = 0;
+    /// Comm::taint_count when no taint of the communicator overlapped this stream (a look at the
+    /// taints is needed only after a new one).
+    std::uint64_t untainted_at = ~std::uint64_t{0};
     std::vector<pmr::RecvWindow<std::byte>> slots;
     std::vector<unsigned char> full; // the slot's round completed and is not consumed yet
     unsigned next = 0;
@@ -222,6 +225,7 @@ struct Comm {
         Reason reason;
     };
     std::vector<Taint> taints;
+    std::uint64_t taint_count = 0; // taints ever added (the vector is reset when it grows large)
     void taint(int source, int tag, Reason reason);
     /// The reason a stream from `source` with `tag` must stay on MPI, or Reason::carried.
     Reason tainted(int source, int tag) const noexcept;
@@ -275,11 +279,6 @@ public:
         }
         s->sent_mpi = n + 1;
         return true;
-    }
-    /// Requests that are all MPI's, none followed here, while carried traffic needs nothing
-    /// of this process: MPI's own wait serves them.
-    bool mpi_only(int count, const MPI_Request* requests) noexcept {
-        return !owes() && !own_pending(count, requests);
     }
     /// A plain receive from one source with one tag, with nothing queued on the communicator,
     /// on a stream that stays on MPI: what irecv decides, in the same order.

@@ -109,18 +109,39 @@ bool Interposer::start_on_mpi(Op& op) {
         }
         s->sent_mpi = n + 1;
     } else if (op.kind == Op::Kind::recv) {
-        // What activate_recv decides for a stream below PMR_MPI_MIN_BYTES with nothing that
-        // would give it another reason (taints, a cancel, the stream limit).
+        // What activate_recv decides for a stream on MPI that nothing could move: one refused for
+        // good (a wildcard or probe seen on its communicator: taints only grow; a cancel; a
+        // message above PMR_MPI_MAX_BYTES: its largest only grows), or one below
+        // PMR_MPI_MIN_BYTES with nothing that would give it another reason.
         InStream* s = op.stream;
         Comm* c = op.comm;
-        if (s == nullptr || s->state != InStream::State::mpi || s->reason != Reason::too_small ||
-            !c->deferred.empty() || !c->taints.empty() || cancel_seen_ ||
-            streams_in_ >= settings_.max_streams) {
+        if (s == nullptr || s->state != InStream::State::mpi || !c->deferred.empty()) {
             return false;
         }
-        const auto bytes =
-            static_cast<std::size_t>(op.count) * static_cast<std::size_t>(type_info(op.type).size);
-        if (bytes >= settings_.min_bytes || s->max_bytes >= settings_.min_bytes) {
+        switch (s->reason) {
+        case Reason::wildcard:
+        case Reason::probe:
+        case Reason::cancelled:
+        case Reason::too_large:
+            break;
+        case Reason::too_small: {
+            if (cancel_seen_ || streams_in_ >= settings_.max_streams) {
+                return false;
+            }
+            if (s->untainted_at != c->taint_count) {
+                if (c->tainted(op.peer, op.tag) != Reason::carried) {
+                    return false;
+                }
+                s->untainted_at = c->taint_count;
+            }
+            const auto bytes = static_cast<std::size_t>(op.count) *
+                               static_cast<std::size_t>(type_info(op.type).size);
+            if (bytes >= settings_.min_bytes || s->max_bytes >= settings_.min_bytes) {
+                return false;
+            }
+            break;
+        }
+        default:
             return false;
         }
         ++s->repeats;
@@ -139,17 +160,19 @@ bool Interposer::start_on_mpi(Op& op) {
 }
 
 int Interposer::startall(int count, MPI_Request* requests) {
-    if (!own_pending(count, requests)) {
-        return PMPI_Startall(count, requests);
-    }
-    // A halo whose streams all stay on MPI: counted here, then started by MPI in one call.
+    // MPI's own requests, and a halo whose streams all stay on MPI (counted here): started by
+    // MPI in one call; from the first request that needs more on, one by one.
     int i = 0;
-    while (i < count) {
-        Op* op = op_of(requests[i]);
-        if (op != nullptr && !start_on_mpi(*op)) {
-            break;
+    if (!ops_.empty()) {
+        while (i < count) {
+            Op* op = op_of(requests[i]);
+            if (op != nullptr && !start_on_mpi(*op)) {
+                break;
+            }
+            ++i;
         }
-        ++i;
+    } else {
+        i = count;
     }
     if (i > 0) {
         const int rc = PMPI_Startall(i, requests);
@@ -290,6 +313,9 @@ int Interposer::testall(int count, MPI_Request* requests, int* flag, MPI_Status*
 }
 
 int Interposer::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+    if (ops_.empty() && !owes()) {
+        return PMPI_Waitall(count, requests, statuses);
+    }
     // The operations behind the handles, found once (a halo's few requests on the stack).
     constexpr int on_stack = 32;
     Op* few[on_stack];

@@ -370,10 +370,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     return forward(PMPI_Test, &Interposer::test, request, flag, status);
 }
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-    if (bypass() || Interposer::get().mpi_only(count, requests)) {
-        return PMPI_Waitall(count, requests, statuses);
-    }
-    return enter([&] { return Interposer::get().waitall(count, requests, statuses); });
+    return forward(PMPI_Waitall, &Interposer::waitall, count, requests, statuses);
 }
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
     return forward(PMPI_Testall, &Interposer::testall, count, requests, flag, statuses);
