@@ -97,8 +97,8 @@ void measure(const char* what, bool used, int cycles, One&& one, Settle&& settle
     const std::size_t resident = resident_bytes();
     cycles_in_step();
     const std::size_t files_after = open_files();
-    const std::size_t resident_after = resident_bytes();
-    const long grown_kib = (static_cast<long>(resident_after) - static_cast<long>(resident)) / 1024;
+    std::size_t resident_after = resident_bytes();
+    long grown_kib = (static_cast<long>(resident_after) - static_cast<long>(resident)) / 1024;
     // One line per rank in the test's log, to see how close a provider comes to its allowance.
     std::printf(
         "rank %d, %d cycles %s: open files %zu -> %zu, resident %zu -> %zu KiB (%+ld KiB)\n",
@@ -126,6 +126,29 @@ void measure(const char* what, bool used, int cycles, One&& one, Settle&& settle
     const char* allowance = std::getenv("PMR_TEST_CHURN_KIB");
     const std::size_t allowed_kib =
         allowance != nullptr ? std::stoul(allowance) : (used ? 64 : 1024);
+    // That high-water mark depends on how far the ranks drift apart, which a loaded machine
+    // stretches (a CI run beside other work: +1,152 KiB in one step, 0-312 KiB alone). Where
+    // unused cycles grew past the allowance, the next step decides: a leak grows in every step,
+    // a backlog's high-water mark does not rise again and again (every rank takes the same
+    // decision, so that both run the extra step and its barriers).
+    if (!used) {
+        int over = resident_after > resident + allowed_kib * 1024 ? 1 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &over, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (over != 0) {
+            const std::size_t resident_before = resident_after;
+            cycles_in_step();
+            resident_after = resident_bytes();
+            grown_kib =
+                (static_cast<long>(resident_after) - static_cast<long>(resident_before)) / 1024;
+            std::printf("rank %d, %d more cycles %s: resident %zu -> %zu KiB (%+ld KiB)\n",
+                        world_rank(), cycles, what, resident_before / 1024, resident_after / 1024,
+                        grown_kib);
+            INFO("the next " << cycles << " cycles: resident " << resident_before / 1024
+                             << " KiB -> " << resident_after / 1024 << " KiB");
+            CHECK(resident_after <= resident_before + allowed_kib * 1024);
+            return;
+        }
+    }
     CHECK(resident_after <= resident + allowed_kib * 1024);
 #endif
 }
