@@ -386,6 +386,8 @@ public:
     std::uint64_t carried_messages() const;
 
 private:
+    /// start() of the operation behind `request`, found already (null: MPI's own request).
+    int start(Op* op, MPI_Request* request);
     Interposer() = default;
 
     // Streams.

@@ -66,7 +66,10 @@ void Interposer::retire(Op& op) {
 }
 
 int Interposer::start(MPI_Request* request) {
-    Op* op = op_of(*request);
+    return start(op_of(*request), request);
+}
+
+int Interposer::start(Op* op, MPI_Request* request) {
     if (op == nullptr) {
         return PMPI_Start(request);
     }
@@ -163,10 +166,12 @@ int Interposer::startall(int count, MPI_Request* requests) {
     // MPI's own requests, and a halo whose streams all stay on MPI (counted here): started by
     // MPI in one call; from the first request that needs more on, one by one.
     int i = 0;
+    Op* next = nullptr; // the operation of requests[i] where the loop below stopped
     if (!ops_.empty()) {
         while (i < count) {
             Op* op = op_of(requests[i]);
             if (op != nullptr && !start_on_mpi(*op)) {
+                next = op;
                 break;
             }
             ++i;
@@ -181,7 +186,8 @@ int Interposer::startall(int count, MPI_Request* requests) {
         }
     }
     for (; i < count; ++i) {
-        const int rc = start(&requests[i]);
+        const int rc = start(next != nullptr ? next : op_of(requests[i]), &requests[i]);
+        next = nullptr;
         if (rc != MPI_SUCCESS) {
             return rc;
         }
