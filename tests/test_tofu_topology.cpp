@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-// The Tofu topology (src/base/tofu_topology.hpp): 6D coordinates, hops (checked against a
+// The Tofu topology (src/providers/tofu/topology.hpp): 6D coordinates, hops (checked against a
 // breadth-first search over the links), the virtual 3D torus embedding (bijective onto healthy
 // nodes, neighbours at 1 hop, faulty nodes avoided), and, over several ranks,
-// pmr::Communicator::virtual_torus on the tofu provider, whose hops feed the timing model.
+// pmr::tofu::virtual_torus on the tofu provider, whose hops feed the timing model.
 #include "support.hpp"
 
-#include "base/tofu_topology.hpp"
 #include "providers/tofu/emulated/model.hpp"
 #include "providers/tofu/process.hpp"
+#include "providers/tofu/topology.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -312,7 +312,7 @@ TEST_CASE("a virtual-torus communicator puts virtual neighbours 1 hop apart", "[
     if (size != 2 && size != 4) {
         return;
     }
-    auto grid = pmr::Communicator::virtual_torus(MPI_COMM_WORLD, {size, 1, 1});
+    auto grid = pmr::tofu::virtual_torus(MPI_COMM_WORLD, {size, 1, 1});
     CHECK(grid.rank() == pmr_test::world_rank()); // the rank order of a plain Cartesian grid
     topo::Placement me;
     REQUIRE(topo::fixed_placement(me));

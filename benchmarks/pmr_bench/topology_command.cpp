@@ -3,7 +3,7 @@
 
 #include "options.hpp"
 
-#include "base/tofu_topology.hpp"
+#include "providers/tofu/topology.hpp"
 
 #include <pmr/error.hpp>
 
@@ -21,7 +21,7 @@ namespace topo = pmr::detail::tofu_topology;
 void print_help(std::ostream& out) {
     out << "usage: pmr-bench topology [--shape XxYxZ] [--virtual A B C] [--faulty NODE...]\n\n"
            "Maps a virtual 3D torus onto the Tofu 6D mesh/torus (X, Y, Z from --shape, the Tofu\n"
-           "unit a x b x c = 2 x 3 x 2 implied) as pmr::Communicator::virtual_torus does, and\n"
+           "unit a x b x c = 2 x 3 x 2 implied) as pmr::tofu::virtual_torus does, and\n"
            "prints the hops between virtual neighbours, the nodes left out and the time it took.\n"
            "No ranks, no MPI.\n\n"
            "  --shape XxYxZ      the machine (default 24x23x24, Fugaku; the K computer is "

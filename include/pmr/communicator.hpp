@@ -47,20 +47,10 @@ public:
     Communicator(MPI_Comm comm, std::vector<int> dims, std::vector<bool> periodic = {},
                  bool reorder = false);
 
-    /// A periodic 3D grid of `dims` (product: the size of `comm`) laid out as a virtual 3D torus
-    /// of the Tofu interconnect, as the K computer presents its 6D mesh/torus: the same ranks,
-    /// coordinates and neighbours as `Communicator(comm, dims, {true, true, true})` (no
-    /// reordering), and on the tofu provider each rank's emulated node is placed so that virtual
-    /// neighbours are physical neighbours (1 hop). Virtual axis 0 runs through X and a, axis 1
-    /// through Y and b, axis 2 through Z and c, in the shape `PMR_TOFU_SHAPE` (default: the
-    /// smallest shape that holds the torus); no rank is placed on a node of `PMR_TOFU_FAULTY`
-    /// (the torus slides past them, see README "Tofu topology"). Other providers ignore the
-    /// placement. Collective over `comm`; call it before this process's first tofu connection
-    /// (the placement of a node is fixed by its first connection).
-    /// @throws ArgumentError if an extent is below 1, the grid does not match the size, the torus
-    /// does not fit in PMR_TOFU_SHAPE or no placement avoids the faulty nodes.
-    /// @throws UsageError if this process's tofu node was placed already elsewhere.
-    static Communicator virtual_torus(MPI_Comm comm, const std::array<int, 3>& dims);
+    /// Deprecated spelling of `pmr::tofu::virtual_torus` (<pmr/tofu.hpp>), which it calls; kept
+    /// for one release.
+    [[deprecated("use pmr::tofu::virtual_torus from <pmr/tofu.hpp>")]] static Communicator
+    virtual_torus(MPI_Comm comm, const std::array<int, 3>& dims);
 
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;

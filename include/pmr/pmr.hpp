@@ -12,4 +12,5 @@
 #include <pmr/neighbor.hpp>
 #include <pmr/provider.hpp>
 #include <pmr/target.hpp>
+#include <pmr/tofu.hpp>
 #include <pmr/window.hpp>

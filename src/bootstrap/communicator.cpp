@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "base/environment.hpp"
 #include "base/error.hpp"
-#include "base/tofu_topology.hpp"
 #include "bootstrap/mpi_process.hpp"
 #include "bootstrap/setup_link.hpp"
 
@@ -13,17 +12,7 @@
 #include <utility>
 
 namespace pmr {
-namespace {
-
-void require_mpi(const char* where) {
-    (void)detail::settings(); // malformed PMR_* variables are reported by the first pmr object
-    if (!detail::bootstrap::mpi_active()) {
-        detail::raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
-                                      "Create pmr objects between MPI_Init and MPI_Finalize.");
-    }
-}
-
-} // namespace
+using detail::bootstrap::require_mpi;
 
 Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
     require_mpi("Communicator");
@@ -32,43 +21,6 @@ Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
     }
     read_grid();
     record_ = detail::CommunicatorRecord::create(comm_, false);
-}
-
-Communicator Communicator::virtual_torus(MPI_Comm comm, const std::array<int, 3>& dims) {
-    namespace topology = detail::tofu_topology;
-    require_mpi("Communicator::virtual_torus");
-    for (int d : dims) {
-        if (d < 1) {
-            detail::raise<ArgumentError>("a virtual torus needs extents of at least 1",
-                                         "Communicator::virtual_torus",
-                                         "Give three positive extents whose product is the "
-                                         "number of ranks.");
-        }
-    }
-    topology::Shape shape;
-    if (!topology::shape_from_environment(shape)) {
-        shape = topology::shape_for(dims);
-    }
-    const auto mapping =
-        topology::embed(shape, dims, topology::faulty_from_environment(shape), false);
-    Communicator grid(comm, {dims[0], dims[1], dims[2]}, {true, true, true}, false);
-    topology::Placement wanted;
-    wanted.shape = shape;
-    wanted.node = mapping.at({grid.coordinate(0), grid.coordinate(1), grid.coordinate(2)});
-    wanted.origin = "virtual torus " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) +
-                    " x " + std::to_string(dims[2]);
-    const auto in_force = topology::fix_placement(wanted);
-    if (in_force.shape != wanted.shape || in_force.node != wanted.node) {
-        detail::raise<UsageError>(
-            "this process's emulated Tofu node was placed already at " +
-                topology::format(in_force.node) + " of shape " + topology::format(in_force.shape) +
-                " (" + in_force.origin + "), not at " + topology::format(wanted.node) +
-                " of shape " + topology::format(shape) + " as the virtual torus needs",
-            "Communicator::virtual_torus rank " + std::to_string(grid.rank()),
-            "Create the virtual-torus communicator before the first tofu connection, and only "
-            "one per process.");
-    }
-    return grid;
 }
 
 Communicator::Communicator(MPI_Comm comm, std::vector<int> dims, std::vector<bool> periodic,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "bootstrap/mpi_process.hpp"
 
+#include "base/environment.hpp"
+#include "base/error.hpp"
 #include "bootstrap/post_office.hpp"
 
 #include <mpi.h>
@@ -15,6 +17,14 @@ bool mpi_active() noexcept {
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     return initialized != 0 && finalized == 0;
+}
+
+void require_mpi(const std::string& where) {
+    (void)settings();
+    if (!mpi_active()) {
+        raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
+                              "Create pmr objects between MPI_Init and MPI_Finalize.");
+    }
 }
 
 void world_position(int& rank, int& size) noexcept {

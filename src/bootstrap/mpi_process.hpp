@@ -3,6 +3,8 @@
 // tags left to the application, and a hook at MPI_Finalize.
 #pragma once
 
+#include <string>
+
 namespace pmr::detail::bootstrap {
 
 /// Calls `hook` at the start of MPI_Finalize (through an attribute of MPI_COMM_SELF, whose delete
@@ -16,6 +18,10 @@ void at_finalize(void (*hook)() noexcept);
 int max_user_tag();
 /// Whether MPI is initialised and not finalised.
 bool mpi_active() noexcept;
+/// What every pmr object checks first: reads the settings (so that malformed PMR_* variables are
+/// reported by the first pmr object, not later inside a data-path call that cannot throw), then
+/// that MPI is active. @throws BootstrapError naming `where` if it is not.
+void require_mpi(const std::string& where);
 /// This process's rank in MPI_COMM_WORLD and its size (0 of 1 while MPI is not active).
 void world_position(int& rank, int& size) noexcept;
 

@@ -17,13 +17,7 @@ Target::Target(MPI_Comm comm, int rank, int send_tag, int recv_tag)
     const std::string where = "Target(rank " + std::to_string(rank) + ", send tag " +
                               std::to_string(send_tag) + ", recv tag " + std::to_string(recv_tag) +
                               ")";
-    // Malformed PMR_* variables are reported here, by the first pmr object, not later inside a
-    // data-path call that cannot throw.
-    (void)detail::settings();
-    if (!detail::bootstrap::mpi_active()) {
-        detail::raise<BootstrapError>("MPI is not initialised (or already finalised)", where,
-                                      "Create pmr objects between MPI_Init and MPI_Finalize.");
-    }
+    detail::bootstrap::require_mpi(where);
     if (comm == MPI_COMM_NULL) {
         detail::raise<ArgumentError>("the communicator is MPI_COMM_NULL", where);
     }

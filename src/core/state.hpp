@@ -182,9 +182,11 @@ struct WindowState {
     void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
     void check_post_size(std::size_t bytes) const;
-    /// SendWindow::post(ranges) after the state check and the check of the pieces, which tile
-    /// [0, end) bytes.
-    void post_ranges(const RailRange* ranges, std::size_t count, std::size_t end);
+    /// SendWindow::post(pieces) after the state check and the check of the pieces (RailRange in
+    /// bytes, or RailSlice in elements), which tile [0, end) bytes. Defined in window.cpp, its
+    /// only user.
+    template <class Piece>
+    void post_pieces(const Piece* pieces, std::size_t count, std::size_t end);
     std::string describe() const;
 
     std::shared_ptr<ConnectionState> connection;
@@ -202,6 +204,7 @@ struct WindowState {
     std::byte* buffer;
     std::size_t bytes;
     std::size_t element_size;
+    std::size_t capacity;       ///< in elements: bytes / element_size, for the checks of posts
     std::size_t peer_bytes = 0; ///< size of the peer's matching window
     bool owned;
     ReleaseMemory release;

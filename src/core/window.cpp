@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 #include "base/shared_memory.hpp"
 #include "core/state.hpp"
+#include "rails/pieces.hpp"
 
 #include <pmr/memory.hpp>
 
@@ -31,19 +32,6 @@ std::string bytes_text(std::size_t bytes) {
 
 template <Side S>
 constexpr bool is_send = S == Side::send;
-
-std::size_t piece_start(const RailRange& piece) noexcept {
-    return piece.offset;
-}
-std::size_t piece_length(const RailRange& piece) noexcept {
-    return piece.bytes;
-}
-std::size_t piece_start(const RailSlice& piece) noexcept {
-    return piece.first;
-}
-std::size_t piece_length(const RailSlice& piece) noexcept {
-    return piece.count;
-}
 
 // Raises the error of piece `i` of a multi-rail post, which does not start where the previous one
 // ended (`end`) or names a rail the connection lacks; `unit` is "byte" or "element".
@@ -287,7 +275,9 @@ template <Side S>
 WindowState<S>::WindowState(std::shared_ptr<ConnectionState> connection_, std::byte* buffer_,
                             std::size_t bytes_, ReleaseMemory release_, std::size_t element_size_)
     : connection(std::move(connection_)), index(connection->next_window_index(S)), buffer(buffer_),
-      bytes(bytes_), element_size(element_size_), owned(release_ != nullptr), release(release_) {
+      bytes(bytes_), element_size(element_size_),
+      capacity(element_size_ == 0 ? 0 : bytes_ / element_size_), owned(release_ != nullptr),
+      release(release_) {
     where = describe();
     connection->attach(this);
     try {
@@ -664,36 +654,6 @@ void check_range_post(const WindowState<S>& s) {
     }
 }
 
-// post(slices) of a checked send window `s` of `core`, with room for the pieces in bytes at
-// `ranges`. Inlined: a call more would cost a tenth of the post.
-template <Side S>
-[[gnu::always_inline]] inline void post_slices_via(const WindowCore<S>& core, WindowState<S>& s,
-                                                   const RailSlice* slices, std::size_t count,
-                                                   RailRange* ranges) {
-    if (slices == nullptr && count > 0) {
-        null_pieces_error(count, s.where);
-    }
-    const std::size_t size = s.element_size;
-    std::size_t elements = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        elements = end_after(slices[i], i, elements, s.rails, "element", s.where);
-        // May wrap for an absurd count, which the check below then refuses.
-        ranges[i] = RailRange{slices[i].first * size, slices[i].count * size, slices[i].rail};
-    }
-    if (elements > s.bytes / size) {
-        core.element_count_error(elements);
-    }
-    s.post_ranges(ranges, count, elements * size);
-}
-
-// The same for more pieces than fit on the stack.
-template <Side S>
-void post_many_slices(const WindowCore<S>& core, WindowState<S>& s, const RailSlice* slices,
-                      std::size_t count) {
-    std::vector<RailRange> heap(count);
-    post_slices_via(core, s, slices, count, heap.data());
-}
-
 } // namespace
 
 template <Side S>
@@ -707,7 +667,7 @@ void WindowCore<S>::post(const RailRange* ranges, std::size_t count) {
         for (std::size_t i = 0; i < count; ++i) {
             end = end_after(ranges[i], i, end, s.rails, "byte", s.where);
         }
-        s.post_ranges(ranges, count, end);
+        s.post_pieces(ranges, count, end);
     }
 }
 
@@ -717,18 +677,15 @@ void WindowCore<S>::post(const RailSlice* slices, std::size_t count) {
     const UseGuard<S> guard(s);
     check_range_post(s);
     if constexpr (is_send<S>) {
-        // The providers speak bytes: the pieces in bytes go to the stack, left uninitialised
-        // until written (filling 64 default pieces would cost more than the post).
-        constexpr std::size_t on_stack = 64;
-        if (count > on_stack) {
-            post_many_slices(*this, s, slices, count);
-            return;
+        require_pieces(slices, count, s.where);
+        std::size_t end = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            end = end_after(slices[i], i, end, s.rails, "element", s.where);
         }
-        union Stack {
-            Stack() noexcept {} // NOLINT(modernize-use-equals-default): leaves `pieces` unwritten
-            RailRange pieces[on_stack];
-        } stack;
-        post_slices_via(*this, s, slices, count, stack.pieces);
+        if (end > s.capacity) {
+            element_count_error(end);
+        }
+        s.post_pieces(slices, count, end * s.element_size);
     }
 }
 
@@ -738,7 +695,7 @@ void WindowCore<S>::element_count_error(std::size_t count) const {
     if (s.phase != WindowState<S>::Phase::initialized) { // the order of post()'s own checks
         s.order_error("post");
     }
-    const std::size_t capacity = s.bytes / s.element_size;
+    const std::size_t capacity = s.capacity;
     if (s.element_size == 1) { // a byte window (the C API's): speak bytes
         raise<SizeError>("post of " + bytes_text(count) + " exceeds this window (" +
                              bytes_text(capacity) + ")",
@@ -751,17 +708,22 @@ void WindowCore<S>::element_count_error(std::size_t count) const {
 }
 
 template <Side S>
-void WindowState<S>::post_ranges(const RailRange* ranges, std::size_t count, std::size_t end) {
+template <class Piece>
+void WindowState<S>::post_pieces(const Piece* pieces, std::size_t count, std::size_t end) {
     if constexpr (is_send<S>) {
         WindowState<S>& s = *this;
         s.check_post_size(end);
         std::visit(
             [&](auto& w) {
                 using W = std::decay_t<decltype(w)>;
-                if constexpr (check::has_range_post<W>::value) {
-                    w.post(s.buffer, ranges, count);
-                } else if constexpr (!is_empty_alternative<W>) {
-                    w.post(s.buffer, end);
+                if constexpr (!check::has_range_post<W>::value) {
+                    if constexpr (!is_empty_alternative<W>) {
+                        w.post(s.buffer, end);
+                    }
+                } else if constexpr (std::is_same_v<Piece, RailRange>) {
+                    w.post(s.buffer, pieces, count);
+                } else {
+                    w.post(s.buffer, pieces, count, s.element_size);
                 }
             },
             s.native);

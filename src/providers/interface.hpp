@@ -42,6 +42,8 @@
 //   static void* allocate(std::size_t, const std::string& where);  // memory for library-owned
 //   static void deallocate(void*) noexcept;   // windows of connections that use this provider
 //   SendWindow::post(const std::byte*, const RailRange*, std::size_t); // multi-rail; else post(n)
+//   SendWindow::post(const std::byte*, const RailSlice*, std::size_t count,
+//                    std::size_t element_size);  // the same in elements, with post(ranges)
 // The core (src/core/) owns the state machine, waiting, deadlines and error context; providers
 // only move bytes. A provider's folder describes it to the build (cmake/pmrProviders.cmake), and
 // every list of providers is derived from there.
@@ -198,6 +200,13 @@ struct has_range_post<
            std::declval<const std::byte*>(), std::declval<const RailRange*>(), std::size_t{}))>>
     : std::true_type {};
 
+template <class W, class = void>
+struct has_slice_post : std::false_type {};
+template <class W>
+struct has_slice_post<W, std::void_t<decltype(std::declval<W&>().post(
+                             std::declval<const std::byte*>(), std::declval<const RailSlice*>(),
+                             std::size_t{}, std::size_t{}))>> : std::true_type {};
+
 } // namespace check
 
 /// Compile-time check of a provider against the interface above; one readable message per gap.
@@ -241,6 +250,10 @@ constexpr bool provider_conforms() {
                   "Provider::RecvWindow needs init() and std::size_t received_bytes() const");
     static_assert(!check::has_range_post<typename P::SendWindow>::value || P::has_rails,
                   "a provider with multi-rail post(ranges) must say `has_rails = true`");
+    static_assert(check::has_range_post<typename P::SendWindow>::value ==
+                      check::has_slice_post<typename P::SendWindow>::value,
+                  "Provider::SendWindow with post(ranges) needs post(slices, count, element_size) "
+                  "too, and the other way round");
     return true;
 }
 

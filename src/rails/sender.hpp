@@ -4,6 +4,7 @@
 #pragma once
 
 #include "rails/contract.hpp"
+#include "rails/pieces.hpp"
 
 namespace pmr::detail::rails {
 
@@ -215,22 +216,14 @@ public:
     }
 
     void post(const std::byte* data, const RailRange* ranges, std::size_t count) {
-        pieces_.clear();
-        rails_used_ = 1;
-        bytes_ = count > 0 ? ranges[count - 1].offset + ranges[count - 1].bytes : 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            const RailRange& r = ranges[i];
-            if (r.bytes == 0) {
-                continue;
-            }
-            rails_used_ = std::max(rails_used_, r.rail + 1);
-            if (!pieces_.empty() && pieces_.back().rail == r.rail) {
-                pieces_.back().bytes += r.bytes; // the core checked that the pieces are contiguous
-            } else {
-                pieces_.push_back(r);
-            }
-        }
-        begin(data);
+        post_pieces(data, ranges, count, 1);
+    }
+    /// The same with pieces in elements of `element_size` bytes, scaled as they are copied (the
+    /// core checked them in elements), so that a typed window's post needs no array of its pieces
+    /// in bytes.
+    void post(const std::byte* data, const RailSlice* slices, std::size_t count,
+              std::size_t element_size) {
+        post_pieces(data, slices, count, element_size);
     }
 
     ~RailSender() { unlist(); }
@@ -259,6 +252,30 @@ public:
     }
 
 private:
+    template <class Piece>
+    void post_pieces(const std::byte* data, const Piece* pieces, std::size_t count,
+                     std::size_t scale) {
+        pieces_.clear();
+        rails_used_ = 1;
+        bytes_ = count > 0
+                     ? (piece_start(pieces[count - 1]) + piece_length(pieces[count - 1])) * scale
+                     : 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const Piece& piece = pieces[i];
+            const std::size_t bytes = piece_length(piece) * scale;
+            if (bytes == 0) {
+                continue;
+            }
+            rails_used_ = std::max(rails_used_, piece.rail + 1);
+            if (!pieces_.empty() && pieces_.back().rail == piece.rail) {
+                pieces_.back().bytes += bytes; // the core checked that the pieces are contiguous
+            } else {
+                pieces_.push_back(RailRange{piece_start(piece) * scale, bytes, piece.rail});
+            }
+        }
+        begin(data);
+    }
+
     // Rounds posted before their credit landed start in a later progress(): of their own window,
     // or of any other send window of the thread that posted them, so that a thread that posts to
     // several peers and then waits on them one by one keeps every rail busy (otherwise each round

@@ -51,6 +51,10 @@ struct SendState {
     void post(const std::byte* data, const RailRange* ranges, std::size_t count) {
         rails.post(data, ranges, count);
     }
+    void post(const std::byte* data, const RailSlice* slices, std::size_t count,
+              std::size_t element_size) {
+        rails.post(data, slices, count, element_size);
+    }
     bool test() { return rails.progress(); }
     bool peer_gone() const noexcept { return rails.receiver_closed(); }
 
@@ -148,6 +152,12 @@ void SendWindow<Provider>::post(const std::byte* data, std::size_t bytes) {
 template <class Provider>
 void SendWindow<Provider>::post(const std::byte* data, const RailRange* ranges, std::size_t count) {
     this->state_->post(data, ranges, count);
+}
+
+template <class Provider>
+void SendWindow<Provider>::post(const std::byte* data, const RailSlice* slices, std::size_t count,
+                                std::size_t element_size) {
+    this->state_->post(data, slices, count, element_size);
 }
 
 template <class Provider>

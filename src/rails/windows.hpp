@@ -63,6 +63,9 @@ public:
 
     void post(const std::byte* data, std::size_t bytes);
     void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+    /// post(ranges) with pieces in elements of `element_size` bytes.
+    void post(const std::byte* data, const RailSlice* slices, std::size_t count,
+              std::size_t element_size);
 };
 
 template <class Provider>

@@ -7,8 +7,8 @@
 
 #include "base/blob.hpp"
 #include "base/shared_memory.hpp"
-#include "base/tofu_topology.hpp"
 #include "providers/tofu/emulated/node.hpp"
+#include "providers/tofu/topology.hpp"
 #include "rails/cell_pool.hpp"
 #include "rails/kept_memory.hpp"
 #include "rails/process_base.hpp"

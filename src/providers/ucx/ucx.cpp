@@ -237,6 +237,8 @@ struct rails::Window<Ucx, rails::send>::State : rails::SendState<Transport, fals
     void connect(Connection& connection, const Blob& peer, std::size_t peer_bytes);
     void post(const std::byte* data, std::size_t bytes);
     void post(const std::byte* data, const RailRange* ranges, std::size_t count);
+    void post(const std::byte* data, const RailSlice* slices, std::size_t count,
+              std::size_t element_size);
     bool test();
     bool peer_gone() const noexcept;
 
@@ -395,6 +397,18 @@ void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, const R
         s.copier.post(data, count > 0 ? ranges[count - 1].offset + ranges[count - 1].bytes : 0);
     } else {
         s.rails.post(data, ranges, count);
+    }
+}
+
+void rails::Window<Ucx, rails::send>::State::post(const std::byte* data, const RailSlice* slices,
+                                                  std::size_t count, std::size_t element_size) {
+    State& s = *this;
+    if (s.load_store()) {
+        s.copier.post(data, count > 0
+                                ? (slices[count - 1].first + slices[count - 1].count) * element_size
+                                : 0);
+    } else {
+        s.rails.post(data, slices, count, element_size);
     }
 }
 

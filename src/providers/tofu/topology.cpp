@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "base/tofu_topology.hpp"
+#include "providers/tofu/topology.hpp"
 
 #include "base/error.hpp"
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The topology of the Tofu interconnect (K computer, Fugaku) as the emulated tofu provider and
-// pmr::Communicator::virtual_torus see it: 6D node coordinates, hop distances, and the virtual 3D
-// torus embedded in the 6D shape. Pure arithmetic, no MPI and no provider: it lives in base so that
-// bootstrap (the Communicator) and the tofu provider share it, and tests use it without MPI.
+// pmr::tofu::virtual_torus (pmr/tofu.hpp) see it: 6D node coordinates, hop distances, and the
+// virtual 3D torus embedded in the 6D shape. Pure arithmetic, no MPI: it belongs to the tofu
+// provider, but is compiled into every build (this folder's CMakeLists.txt), because
+// pmr::tofu::virtual_torus (src/core/tofu.cpp) is a periodic 3D grid on every provider and checks
+// its torus against PMR_TOFU_SHAPE wherever it runs; tests and pmr-bench use it without MPI.
 //
 // Shape (seed 000; Ajima et al., IEEE Computer 2009): X x Y x Z x a x b c with the Tofu unit
 // (a, b, c) = 2 x 3 x 2. X, Y, Z and b are tori (b: a ring of 3), a and c are meshes of 2. A node
@@ -28,7 +30,7 @@
 //      the plane is smallest (fewest healthy nodes left out). The torus loses one position along
 //      that axis; its two neighbours across the gap are then up to 2 hops apart. All other virtual
 //      links stay 1 hop.
-// pmr::Communicator::virtual_torus needs its exact extents, so it only slides.
+// pmr::tofu::virtual_torus needs its exact extents, so it only slides.
 #pragma once
 
 #include <array>
