@@ -7,11 +7,13 @@
 #include "base/environment.hpp"
 #include "base/shared_memory.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <dirent.h>
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -256,15 +258,13 @@ void create_use_destroy(pmr::Provider provider) {
     CHECK(rss_after <= rss + 4096);
 #endif
     CHECK(usage_after.segments == usage.segments);
-    // No hold is left by ucx windows: a receive window holds its blocks only for a sender that
-    // maps them (it mapped the sender's credit cell), such a sender writes its close word when its
-    // window goes, both sides' windows went before the barrier, and arena_usage() settles holds
-    // first. The shm loop (main's shm provider, not changed here) leaves one hold and its block
-    // now and then while the machine is busy (3 of 7 runs beside two CPU-bound processes, 0 of 19
-    // without them; the ucx loop after it added none), cause not found yet: allowed once, for shm
-    // only, so that a leak that grows with the loop still fails.
-    const std::size_t stray = provider == pmr::Provider::shm ? 1 : 0;
-    CHECK(usage_after.held <= usage.held + stray);
+    // No hold is left: a receive window holds its blocks only for a sender that maps them (ucx:
+    // it mapped the sender's credit cell), such a sender writes its close word when its window
+    // goes, both sides' windows went before the barrier, and arena_usage() settles holds first.
+    // The shm loop used to leave one hold now and then under load: a pass over the holds could
+    // release the control block before the buffer held on the same close word ("holds on two
+    // blocks that share one close word end together" below).
+    CHECK(usage_after.held <= usage.held);
     const std::size_t added = usage_after.held > usage.held ? usage_after.held - usage.held : 0;
     CHECK(usage_after.blocks <= usage.blocks + added);
 }
@@ -589,3 +589,41 @@ TEST_CASE("ucx: a full arena on one side: the peer's windows get a ResourceError
     one_sided_limit(pmr::Provider::ucx, 16, 16384, true, in_full_arena, "PMR_ARENA_LIMIT");
 }
 #endif
+
+// A receive window holds its buffer and its control block on one close word, in the control
+// block. A pass over the holds that read the word before the sender closed (for the buffer, the
+// lower block) and after (for the control block) released the control block alone: its pages read
+// as zeros again, and the buffer stayed held for as long as the sender's process lived (the shm
+// loop's stray hold). Here another thread plays the sender and closes at an arbitrary moment while
+// this one settles holds in a loop, as a receiver creating windows does.
+TEST_CASE("holds on two blocks that share one close word end together", "[resources]") {
+    const pmr::detail::ArenaUsage before = pmr::detail::arena_usage();
+    constexpr int attempts = 2000;
+    int stray = 0;
+    for (int i = 0; i < attempts; ++i) {
+        std::byte* buffer = pmr::detail::allocate_shared(4096, "test buffer");
+        std::byte* control = pmr::detail::allocate_shared(4096, "test control block");
+        auto* closed = new (control) std::atomic<std::uint32_t>(0);
+        pmr::detail::hold_shared(buffer, closed, getpid());
+        pmr::detail::hold_shared(control, closed, getpid());
+        pmr::detail::free_shared(buffer);
+        pmr::detail::free_shared(control);
+        REQUIRE(pmr::detail::arena_usage().held == before.held + stray + 2);
+        std::atomic<bool> stored{false};
+        std::thread sender([closed, i, &stored] {
+            for (volatile int spin = 0; spin < (i % 64) * 50; spin = spin + 1) {
+            }
+            closed->store(1, std::memory_order_release);
+            stored.store(true, std::memory_order_release);
+        });
+        while (!stored.load(std::memory_order_acquire)) {
+            static_cast<void>(pmr::detail::arena_usage());
+        }
+        sender.join();
+        if (pmr::detail::arena_usage().held > before.held + stray) {
+            ++stray; // kept for good: this process is the "sender" and lives on
+        }
+    }
+    INFO(stray << " of " << attempts << " pairs of holds left a block held");
+    CHECK(stray == 0);
+}
