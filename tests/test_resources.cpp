@@ -7,10 +7,15 @@
 #include "base/environment.hpp"
 #include "base/shared_memory.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <dirent.h>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <new>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -253,15 +258,13 @@ void create_use_destroy(pmr::Provider provider) {
     CHECK(rss_after <= rss + 4096);
 #endif
     CHECK(usage_after.segments == usage.segments);
-    // No hold is left by ucx windows: a receive window holds its blocks only for a sender that
-    // maps them (it mapped the sender's credit cell), such a sender writes its close word when its
-    // window goes, both sides' windows went before the barrier, and arena_usage() settles holds
-    // first. The shm loop (main's shm provider, not changed here) leaves one hold and its block
-    // now and then while the machine is busy (3 of 7 runs beside two CPU-bound processes, 0 of 19
-    // without them; the ucx loop after it added none), cause not found yet: allowed once, for shm
-    // only, so that a leak that grows with the loop still fails.
-    const std::size_t stray = provider == pmr::Provider::shm ? 1 : 0;
-    CHECK(usage_after.held <= usage.held + stray);
+    // No hold is left: a receive window holds its blocks only for a sender that maps them (ucx:
+    // it mapped the sender's credit cell), such a sender writes its close word when its window
+    // goes, both sides' windows went before the barrier, and arena_usage() settles holds first.
+    // The shm loop used to leave one hold now and then under load: a pass over the holds could
+    // release the control block before the buffer held on the same close word ("holds on two
+    // blocks that share one close word end together" below).
+    CHECK(usage_after.held <= usage.held);
     const std::size_t added = usage_after.held > usage.held ? usage_after.held - usage.held : 0;
     CHECK(usage_after.blocks <= usage.blocks + added);
 }
@@ -345,7 +348,7 @@ TEST_CASE("a tiny limit of open files gives a ResourceError and leaves nothing b
     CHECK(open_fds() == fds);
     CHECK(pmr::detail::arena_usage().blocks == before.blocks);
     CHECK(pmr::detail::arena_usage().segments == before.segments);
-    // The failed windows took no place in the pairing: the next pair works on both sides.
+    // The failed windows withdrew their places on both sides: the next pair works.
     pmr::SendWindow<char> send(connection, large);
     pmr::RecvWindow<char> recv(connection, large);
     CHECK(round_checked(send, recv, large, 0, 1));
@@ -428,9 +431,199 @@ TEST_CASE("ucx under a tiny limit of open files: a ResourceError, not a crash in
     const std::string message =
         message_of<pmr::ResourceError>([&] { std::rethrow_exception(error); });
     CHECK(message.find("RLIMIT_NOFILE") != std::string::npos);
-    // The failed windows took no place in the pairing.
+    // The failed windows withdrew their places on both sides: the next pair works.
     pmr::SendWindow<char> send(connection, 4096);
     pmr::RecvWindow<char> recv(connection, 4096);
     CHECK(round_checked(send, recv, 4096, 2, 3));
 }
 #endif
+
+// A limit reached on one side only: rank 1 fails to create its windows #1 (its receive window
+// while rank 0's send window already waits in init(), then its send window before rank 0 creates
+// the receive window); its constructors withdraw their places with the error, so that rank 0's
+// windows fail at once with a ResourceError naming the peer and its limit (not a Timeout after
+// PMR_TIMEOUT), and the windows #2 of both sides still pair.
+namespace {
+
+/// Runs `make` on rank 1 while a limit holds there: returns what it threw.
+using UnderLimit = std::function<std::exception_ptr(const std::function<void()>& make)>;
+
+void one_sided_limit(pmr::Provider provider, int tag, std::size_t bytes, bool user_recv,
+                     const UnderLimit& under_limit, const std::string& limit) {
+    start_together();
+    const double timeout = pmr::detail::settings().timeout_seconds;
+    REQUIRE(timeout >= 30); // the registration's 60 s: an error in a few seconds is not a timeout
+    pmr::Connection connection(pmr::Target(MPI_COMM_WORLD, peer_rank(), tag, tag), provider);
+    {
+        pmr::SendWindow<char> send(connection, 64);
+        pmr::RecvWindow<char> recv(connection, 64);
+        REQUIRE(round_checked(send, recv, 64, 5, 0));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::size_t fds = open_fds();
+    const pmr::detail::ArenaUsage before = pmr::detail::arena_usage();
+    std::vector<char> user(bytes);
+    auto make_recv = [&] {
+        return user_recv ? pmr::RecvWindow<char>(connection, user.data(), bytes)
+                         : pmr::RecvWindow<char>(connection, bytes);
+    };
+    const bool limited = world_rank() == 1;
+    std::string own_message;
+    std::string peer_messages[2];
+    double seconds[2] = {0, 0};
+    // Rank 1 fails with its ResourceError; rank 0 gets the peer's at its first init(), timed.
+    auto peer_error = [&](auto& window, int which) {
+        const auto start = std::chrono::steady_clock::now();
+        peer_messages[which] = message_of<pmr::ResourceError>([&] { window.init(); });
+        seconds[which] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // Retried calls raise the same error, without waiting.
+        CHECK_THROWS_AS(window.init(), pmr::ResourceError);
+    };
+    if (limited) {
+        // Rank 0 waits in init() meanwhile.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const std::exception_ptr error = under_limit([&] { make_recv(); });
+        own_message = message_of<pmr::ResourceError>([&] { std::rethrow_exception(error); });
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        pmr::SendWindow<char> send(connection, bytes);
+        peer_error(send, 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    // The other kind, with the withdrawal there before the window is created.
+    if (limited) {
+        const std::exception_ptr error =
+            under_limit([&] { pmr::SendWindow<char> send(connection, bytes); });
+        CHECK(message_of<pmr::ResourceError>([&] { std::rethrow_exception(error); }).find(limit) !=
+              std::string::npos);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the withdrawal arrives
+        pmr::RecvWindow<char> recv = make_recv();
+        peer_error(recv, 1);
+    }
+    if (limited) {
+        INFO(own_message);
+        CHECK(own_message.find(limit) != std::string::npos);
+    } else {
+        for (int which = 0; which < 2; ++which) {
+            INFO(peer_messages[which] << " (after " << seconds[which] << " s)");
+            CHECK(peer_messages[which].find("the peer (rank 1)") != std::string::npos);
+            CHECK(peer_messages[which].find(limit) != std::string::npos);
+            CHECK(peer_messages[which].find("raise") != std::string::npos);
+            CHECK(seconds[which] < 10);
+        }
+    }
+    // The windows #2 of both sides pair, and carry their data.
+    {
+        pmr::SendWindow<char> send(connection, bytes);
+        pmr::RecvWindow<char> recv = make_recv();
+        CHECK(round_checked(send, recv, bytes, 6, 1));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Nothing left behind on either side: the failed windows' memory, descriptors and holds
+    // (arena_usage() first: it settles the holds of blocks whose sender has closed).
+    const pmr::detail::ArenaUsage after = pmr::detail::arena_usage();
+    INFO("blocks " << before.blocks << " -> " << after.blocks << ", held " << before.held << " -> "
+                   << after.held << ", segments " << before.segments << " -> " << after.segments);
+    CHECK(open_fds() == fds);
+    CHECK(after.blocks <= before.blocks);
+    CHECK(after.held <= before.held);
+}
+
+/// Runs `make` with no descriptor free beyond those open now.
+std::exception_ptr without_descriptors(const std::function<void()>& make) {
+    const int lowest_free = dup(0);
+    REQUIRE(lowest_free >= 0);
+    close(lowest_free);
+    const FileLimit limit(static_cast<rlim_t>(lowest_free));
+    return thrown(make);
+}
+
+/// Runs `make` with the arena full (PMR_ARENA_LIMIT reached).
+std::exception_ptr in_full_arena(const std::function<void()>& make) {
+    std::vector<void*> blocks;
+    try {
+        for (int i = 0; i < 10000; ++i) {
+            blocks.push_back(pmr::allocate_bytes(4096));
+        }
+    } catch (const std::bad_alloc&) { // NOLINT(bugprone-empty-catch): full, as wanted
+    }
+    std::exception_ptr error = thrown(make);
+    for (void* block : blocks) {
+        pmr::deallocate_bytes(block);
+    }
+    return error;
+}
+
+} // namespace
+
+TEST_CASE("a limit of open files on one side: the peer's windows get a ResourceError at once",
+          "[resources]") {
+    one_sided_limit(pmr::Provider::shm, 13, pmr::detail::settings().arena_step / 2, false,
+                    without_descriptors, "RLIMIT_NOFILE");
+}
+
+#if PMR_WITH_UCX
+TEST_CASE("ucx: a limit of open files on one side: the peer's windows get a ResourceError at once",
+          "[resources][ucx]") {
+    one_sided_limit(pmr::Provider::ucx, 14, pmr::detail::settings().arena_step / 2, false,
+                    without_descriptors, "RLIMIT_NOFILE");
+}
+#endif
+
+// The receive windows are on user buffers: their control block (shm) or inbox (ucx) cannot be had,
+// a failure inside the provider, after the window took its place.
+TEST_CASE("a full arena on one side: the peer's windows get a ResourceError at once",
+          "[arena-limit]") {
+    REQUIRE(pmr::detail::settings().arena_limit == std::size_t{1} << 20);
+    one_sided_limit(pmr::Provider::shm, 15, 16384, true, in_full_arena, "PMR_ARENA_LIMIT");
+}
+
+#if PMR_WITH_UCX
+TEST_CASE("ucx: a full arena on one side: the peer's windows get a ResourceError at once",
+          "[arena-limit][ucx]") {
+    REQUIRE(pmr::detail::settings().arena_limit == std::size_t{1} << 20);
+    one_sided_limit(pmr::Provider::ucx, 16, 16384, true, in_full_arena, "PMR_ARENA_LIMIT");
+}
+#endif
+
+// A receive window holds its buffer and its control block on one close word, in the control
+// block. A pass over the holds that read the word before the sender closed (for the buffer, the
+// lower block) and after (for the control block) released the control block alone: its pages read
+// as zeros again, and the buffer stayed held for as long as the sender's process lived (the shm
+// loop's stray hold). Here another thread plays the sender and closes at an arbitrary moment while
+// this one settles holds in a loop, as a receiver creating windows does.
+TEST_CASE("holds on two blocks that share one close word end together", "[resources]") {
+    const pmr::detail::ArenaUsage before = pmr::detail::arena_usage();
+    constexpr int attempts = 2000;
+    int stray = 0;
+    for (int i = 0; i < attempts; ++i) {
+        std::byte* buffer = pmr::detail::allocate_shared(4096, "test buffer");
+        std::byte* control = pmr::detail::allocate_shared(4096, "test control block");
+        auto* closed = new (control) std::atomic<std::uint32_t>(0);
+        pmr::detail::hold_shared(buffer, closed, getpid());
+        pmr::detail::hold_shared(control, closed, getpid());
+        pmr::detail::free_shared(buffer);
+        pmr::detail::free_shared(control);
+        REQUIRE(pmr::detail::arena_usage().held == before.held + stray + 2);
+        std::atomic<bool> stored{false};
+        std::thread sender([closed, i, &stored] {
+            for (volatile int spin = 0; spin < (i % 64) * 50; spin = spin + 1) {
+            }
+            closed->store(1, std::memory_order_release);
+            stored.store(true, std::memory_order_release);
+        });
+        while (!stored.load(std::memory_order_acquire)) {
+            static_cast<void>(pmr::detail::arena_usage());
+        }
+        sender.join();
+        if (pmr::detail::arena_usage().held > before.held + stray) {
+            ++stray; // kept for good: this process is the "sender" and lives on
+        }
+    }
+    INFO(stray << " of " << attempts << " pairs of holds left a block held");
+    CHECK(stray == 0);
+}

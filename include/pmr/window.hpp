@@ -160,10 +160,15 @@ public:
     TypedWindow() noexcept = default;
     /// Window over the user buffer [buffer, buffer + count). The buffer must outlive the window.
     /// @throws ArgumentError for a null buffer with count > 0, SizeError for an absurd count,
-    ///         UsageError for an empty connection.
+    ///         UsageError for an empty connection, ResourceError where a limit is reached (as the
+    ///         next constructor).
     TypedWindow(const Connection& connection, T* buffer, std::size_t count)
         : core_(connection, buffer, checked_bytes(count, sizeof(T)), sizeof(T)) {}
     /// Window over `count` elements of library-owned, zero-filled memory.
+    /// @throws ResourceError where a limit is reached (open files, mappings, PMR_ARENA_LIMIT): the
+    ///         window still takes its place in the pairing and withdraws it, so that the peer's
+    ///         matching window fails at its first use with a ResourceError naming this rank's
+    ///         limit and the later windows of both sides still pair; as the previous constructor.
     TypedWindow(const Connection& connection, std::size_t count)
         : core_(connection, checked_bytes(count, sizeof(T)), sizeof(T)) {}
 
@@ -172,7 +177,9 @@ public:
 
     /// Starts a round. Receiver: grants the sender the right to write the buffer.
     /// @throws UsageError if the previous round has not completed; Timeout, PeerLost, SizeError,
-    ///         ProviderError when the first use completes the set-up.
+    ///         ProviderError when the first use completes the set-up; ResourceError if the peer's
+    ///         matching window failed at a limit of the peer's (UsageError if the peer destroyed
+    ///         it unused).
     void init() { core_.init(); }
     /// Sender: starts the transfer of the whole window; never blocks. Receiver: marks the transfer
     /// as expected. @throws UsageError if init() was not called.

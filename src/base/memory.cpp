@@ -291,25 +291,36 @@ bool process_gone(pid_t pid) noexcept {
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+// The answer to `ask(key)`, asked once per pass of settle_holds() and key.
+template <class Key, class Ask>
+bool asked_once(std::vector<std::pair<Key, bool>>& answers, Key key, Ask ask) {
+    for (const auto& [known, answer] : answers) {
+        if (known == key) {
+            return answer;
+        }
+    }
+    answers.emplace_back(key, ask(key));
+    return answers.back().second;
+}
+
 // Ends the holds whose peer has closed or exited, and releases the blocks freed meanwhile.
 void settle_holds(Registry& r) noexcept {
     if (r.holds.empty()) {
         return;
     }
     std::vector<std::uintptr_t> settled;
-    std::vector<std::pair<pid_t, bool>> gone; // asked once per pass and process
-    const auto process_gone_cached = [&gone](pid_t pid) {
-        for (const auto& [known, exited] : gone) {
-            if (known == pid) {
-                return exited;
-            }
-        }
-        gone.emplace_back(pid, process_gone(pid));
-        return gone.back().second;
+    std::vector<std::pair<pid_t, bool>> gone;
+    // Each close word is read once per pass: a receive window holds its buffer and its control
+    // block on the one word in the control block, and reading it twice could see the sender's
+    // close between the reads, release the control block alone (its pages read as zeros again)
+    // and keep the buffer held for as long as the sender lives.
+    std::vector<std::pair<const std::atomic<std::uint32_t>*, bool>> closed;
+    const auto read_word = [](const std::atomic<std::uint32_t>* word) {
+        return word->load(std::memory_order_acquire) != 0;
     };
     for (auto it = r.holds.begin(); it != r.holds.end();) {
-        if (it->second.closed->load(std::memory_order_acquire) != 0 ||
-            process_gone_cached(it->second.pid)) {
+        if (asked_once(closed, it->second.closed, read_word) ||
+            asked_once(gone, it->second.pid, process_gone)) {
             settled.push_back(it->first);
             it = r.holds.erase(it);
         } else {

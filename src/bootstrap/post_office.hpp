@@ -90,7 +90,7 @@ struct PostOffice {
     std::map<InboxKey, Blob> inbox;
     // Windows the peer withdrew, keyed by the peer's window kind and index (Kind::withdrawn), and
     // what to run when the peer withdraws the window matching one this side withdrew.
-    std::set<InboxKey> withdrawn;
+    std::map<InboxKey, WithdrawReason> withdrawn;
     std::map<InboxKey, std::function<void()>> on_withdrawal;
     std::set<std::uint64_t> freed; ///< generations of communicators freed while pmr used them
     /// The error of a malformed message taken in where nothing can be reported (a destructor):
@@ -111,9 +111,7 @@ struct PostOffice {
         };
         drop(ordinals, [](const LinkKey& k) { return k; });
         drop(inbox, [](const InboxKey& k) { return std::get<0>(k); });
-        for (auto it = withdrawn.begin(); it != withdrawn.end();) {
-            it = std::get<0>(std::get<0>(*it)) == generation ? withdrawn.erase(it) : std::next(it);
-        }
+        drop(withdrawn, [](const InboxKey& k) { return std::get<0>(k); });
         drop(on_withdrawal, [](const InboxKey& k) { return std::get<0>(k); });
         freed.insert(generation);
     }
@@ -188,15 +186,29 @@ struct PostOffice {
     }
 
     // The peer withdrew one of its windows: run what this side waits for on that, or remember it
-    // for this side's matching window (which then fails with a UsageError at its first use).
+    // (and why the peer withdrew it) for this side's matching window, which then fails at its
+    // first use.
     void take_withdrawal(const LinkKey& link, const Header& h, const Blob& data,
                          const std::string& from) {
+        // The window's kind, then for a window whose constructor failed the cause and the error.
         std::uint32_t window_kind = 0;
-        if (data.size() == sizeof window_kind) {
-            std::memcpy(&window_kind, data.data(), sizeof window_kind);
+        WithdrawReason reason;
+        bool well_formed = false;
+        try {
+            BlobReader reader(data, from);
+            window_kind = reader.get<std::uint32_t>();
+            if (!reader.done()) {
+                reason.cause = static_cast<WithdrawCause>(reader.get<std::uint32_t>());
+                reason.message = reader.get_string();
+            }
+            reader.finish();
+            well_formed = reason.cause == WithdrawCause::unused ||
+                          reason.cause == WithdrawCause::resource_limit ||
+                          reason.cause == WithdrawCause::failed;
+        } catch (const ProviderError&) { // NOLINT(bugprone-empty-catch): reported just below
         }
-        if (window_kind != static_cast<std::uint32_t>(Kind::send_window) &&
-            window_kind != static_cast<std::uint32_t>(Kind::recv_window)) {
+        if (!well_formed || (window_kind != static_cast<std::uint32_t>(Kind::send_window) &&
+                             window_kind != static_cast<std::uint32_t>(Kind::recv_window))) {
             raise<BootstrapError>("a malformed pmr set-up message (withdrawal of " +
                                       std::to_string(data.size()) + " B, window kind " +
                                       std::to_string(window_kind) + ")",
@@ -217,7 +229,7 @@ struct PostOffice {
         }
         auto known = ordinals.find(link);
         if (known == ordinals.end() || !known->second.retired(h.ordinal)) {
-            withdrawn.insert(key);
+            withdrawn[key] = std::move(reason);
         }
     }
 

@@ -60,8 +60,8 @@ SetupLink::~SetupLink() {
         it = office.inbox.erase(it);
     }
     for (auto it = office.withdrawn.lower_bound({link, ordinal_, 0, 0});
-         it != office.withdrawn.end() && std::get<0>(*it) == link &&
-         std::get<1>(*it) == ordinal_;) {
+         it != office.withdrawn.end() && std::get<0>(it->first) == link &&
+         std::get<1>(it->first) == ordinal_;) {
         it = office.withdrawn.erase(it);
     }
 }
@@ -105,8 +105,8 @@ void SetupLink::send(Kind kind, std::uint32_t index, const Blob& payload) {
     office.collect_sends();
 }
 
-void SetupLink::withdraw(Kind own, std::uint32_t index,
-                         std::function<void()> on_peer_withdrawn) noexcept {
+void SetupLink::withdraw(Kind own, std::uint32_t index, std::function<void()> on_peer_withdrawn,
+                         const WithdrawReason& reason) noexcept {
     auto& office = post_office();
     const Kind peer_kind = own == Kind::send_window ? Kind::recv_window : Kind::send_window;
     const PostOffice::InboxKey key{
@@ -144,7 +144,12 @@ void SetupLink::withdraw(Kind own, std::uint32_t index,
         }
     }
     try {
-        send(Kind::withdrawn, index, BlobWriter().put(static_cast<std::uint32_t>(own)).take());
+        BlobWriter message;
+        message.put(static_cast<std::uint32_t>(own));
+        if (reason.cause != WithdrawCause::unused) {
+            message.put(static_cast<std::uint32_t>(reason.cause)).put_string(reason.message);
+        }
+        send(Kind::withdrawn, index, message.take());
     } catch (const std::exception&) { // NOLINT(bugprone-empty-catch)
         // The peer's matching window then waits for a description that never comes, as it
         // would without the withdrawal (PMR_TIMEOUT ends that wait).
@@ -154,7 +159,8 @@ void SetupLink::withdraw(Kind own, std::uint32_t index,
     }
 }
 
-std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
+std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index,
+                                           const std::string* where) {
     note_setup_thread();
     auto& office = post_office();
     const PostOffice::InboxKey key{
@@ -174,30 +180,69 @@ std::optional<Blob> SetupLink::try_receive(Kind kind, std::uint32_t index) {
         return message;
     }
     // A withdrawal without a description: the peer's window never sent one (its provider was not
-    // decided yet). With a description, the caller checks what it can first (sizes) and then
-    // asks peer_withdrew().
-    if ((kind == Kind::send_window || kind == Kind::recv_window) &&
-        office.withdrawn.count(key) != 0) {
-        raise<UsageError>(
-            "the peer destroyed its " + std::string(kind_text(static_cast<std::uint32_t>(kind))) +
-                " #" + std::to_string(index) + " without using it, so this side's window #" +
-                std::to_string(index) + " has no partner",
-            "rank " + std::to_string(own_rank_) + " -> peer " + std::to_string(peer_) +
-                ", send tag " + std::to_string(send_tag_) + ", recv tag " +
-                std::to_string(recv_tag_),
-            "Windows pair in creation order: both sides must create the k-th window of a "
-            "connection and use it, or both destroy it unused.");
+    // decided yet, or its constructor failed). With a description, the caller checks what it can
+    // first (sizes) and then asks raise_if_withdrawn().
+    if (kind == Kind::send_window || kind == Kind::recv_window) {
+        auto withdrawn = office.withdrawn.find(key);
+        if (withdrawn != office.withdrawn.end()) {
+            raise_withdrawn(kind, index, withdrawn->second,
+                            where != nullptr ? *where
+                                             : "rank " + std::to_string(own_rank_) + " -> peer " +
+                                                   std::to_string(peer_) + ", send tag " +
+                                                   std::to_string(send_tag_) + ", recv tag " +
+                                                   std::to_string(recv_tag_));
+        }
     }
     return std::nullopt;
 }
 
-bool SetupLink::peer_withdrew(Kind kind, std::uint32_t index) {
+void SetupLink::raise_if_withdrawn(Kind kind, std::uint32_t index, const std::string& where) {
     auto& office = post_office();
     const PostOffice::InboxKey key{
         PostOffice::LinkKey{generation_, space_, peer_, send_tag_, recv_tag_}, ordinal_,
         static_cast<std::uint32_t>(kind), index};
-    std::lock_guard<std::mutex> lock(office.mutex);
-    return office.withdrawn.count(key) != 0;
+    WithdrawReason reason;
+    {
+        std::lock_guard<std::mutex> lock(office.mutex);
+        auto withdrawn = office.withdrawn.find(key);
+        if (withdrawn == office.withdrawn.end()) {
+            return;
+        }
+        reason = withdrawn->second;
+    }
+    raise_withdrawn(kind, index, reason, where);
+}
+
+void SetupLink::raise_withdrawn(Kind kind, std::uint32_t index, const WithdrawReason& reason,
+                                const std::string& where) const {
+    const std::string peer_window =
+        std::string(kind_text(static_cast<std::uint32_t>(kind))) + " #" + std::to_string(index);
+    const std::string unpaired = ", so this side's window #" + std::to_string(index) +
+                                 " has no partner (windows created after it still pair)";
+    if (reason.cause == WithdrawCause::unused) {
+        raise<UsageError>("the peer destroyed its " + peer_window + " without using it" + unpaired,
+                          where,
+                          "Windows pair in creation order: both sides must create the k-th "
+                          "window of a connection and use it, or both destroy it unused.");
+    }
+    // The peer's own message names its limit and how to raise it; its "pmr: " is not repeated.
+    const std::string prefix = "pmr: ";
+    const std::string peer_error = reason.message.rfind(prefix, 0) == 0
+                                       ? reason.message.substr(prefix.size())
+                                       : reason.message;
+    const std::string what = "the peer (rank " + std::to_string(peer_) + ") could not create its " +
+                             peer_window + unpaired + "; the peer's error: " + peer_error;
+    if (reason.cause == WithdrawCause::resource_limit) {
+        raise<ResourceError>(what, where,
+                             "The peer hit a limit that this rank did not: raise that limit for "
+                             "rank " +
+                                 std::to_string(peer_) +
+                                 " as its error says (it is told the same), or create fewer or "
+                                 "smaller windows on it.");
+    }
+    raise<ProviderError>(what, where,
+                         "See the peer's error; rank " + std::to_string(peer_) +
+                             " raised it from the window's constructor.");
 }
 
 Blob SetupLink::receive(Kind kind, std::uint32_t index, const WaitContext& context) {
@@ -207,7 +252,7 @@ Blob SetupLink::receive(Kind kind, std::uint32_t index, const WaitContext& conte
     bool warned = false;
     std::uint32_t polls = 0;
     for (;;) {
-        if (auto message = try_receive(kind, index)) {
+        if (auto message = try_receive(kind, index, &where)) {
             return std::move(*message);
         }
         // Other connections' hellos are answered every few polls: often enough that a peer

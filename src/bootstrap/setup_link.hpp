@@ -44,6 +44,19 @@ enum class Kind : std::uint32_t {
     withdrawn = 5,      ///< a window destroyed before it read the peer's description
 };
 
+/// Why a side withdrew a window, told to the peer with the withdrawal so that the peer's matching
+/// window names it in its error.
+enum class WithdrawCause : std::uint32_t {
+    unused = 0,         ///< destroyed without having been used
+    resource_limit = 1, ///< its constructor reached a limit (a ResourceError)
+    failed = 2,         ///< its constructor failed otherwise
+};
+
+struct WithdrawReason {
+    WithdrawCause cause = WithdrawCause::unused;
+    std::string message; ///< the constructor's error (what()), for the failures
+};
+
 /// How a receive() waits: where (for messages), the peer process to watch if on this node, and
 /// what else to progress while waiting.
 struct WaitContext {
@@ -73,15 +86,22 @@ public:
     /// seconds (default 10) it warns once on stderr, naming this side and what the peer has
     /// created so far.
     /// @throws Timeout after PMR_TIMEOUT, PeerLost if the watched process exits, BootstrapError
-    ///         for a malformed message or a failing MPI.
+    ///         for a malformed message or a failing MPI, what try_receive() throws for a window
+    ///         the peer withdrew.
     Blob receive(Kind kind, std::uint32_t index, const WaitContext& context);
 
     /// The message if it has arrived; never waits.
     /// @throws UsageError if the peer withdrew that window (destroyed it unused) without having
-    ///         sent its description.
-    std::optional<Blob> try_receive(Kind kind, std::uint32_t index);
-    /// Whether the peer withdrew its window `index` of `kind` (after sending its description).
-    bool peer_withdrew(Kind kind, std::uint32_t index);
+    ///         sent its description; ResourceError if the peer's window failed at a limit and
+    ///         ProviderError if it failed otherwise (raise_if_withdrawn());
+    ///         `where` (may be null: then the connection) names this side's object in them.
+    std::optional<Blob> try_receive(Kind kind, std::uint32_t index,
+                                    const std::string* where = nullptr);
+    /// Raises the error of the peer's window `index` of `kind` if the peer withdrew it (also
+    /// after sending its description): UsageError if it was destroyed unused, ResourceError
+    /// (naming the peer's limit) or ProviderError if its constructor failed. `where` names this
+    /// side's window.
+    void raise_if_withdrawn(Kind kind, std::uint32_t index, const std::string& where);
 
     /// Tells the peer that this side's window `index` of kind `own` (send_window or recv_window)
     /// is gone without having read the peer's description, so that the peer's matching window
@@ -90,8 +110,11 @@ public:
     /// gone the same way -- at once if it is already, later from a set-up call of this process
     /// (even after this link is destroyed), or never if the peer never withdraws it. Only from
     /// the thread that makes set-up calls and while MPI runs; otherwise nothing is sent and
-    /// `on_peer_withdrawn` never runs. Never throws.
-    void withdraw(Kind own, std::uint32_t index, std::function<void()> on_peer_withdrawn) noexcept;
+    /// `on_peer_withdrawn` never runs. `reason` travels with the withdrawal: a window whose
+    /// constructor failed withdraws its place with the error, so that the peer's matching window
+    /// fails at once with it instead of waiting for PMR_TIMEOUT. Never throws.
+    void withdraw(Kind own, std::uint32_t index, std::function<void()> on_peer_withdrawn,
+                  const WithdrawReason& reason = {}) noexcept;
 
     /// What pmr knows of the peer without asking it: the communicator's node map, an earlier
     /// handshake with the same process (on any communicator), or the launcher's word that every
@@ -102,6 +125,8 @@ public:
 
 private:
     void check_alive() const;
+    [[noreturn]] void raise_withdrawn(Kind kind, std::uint32_t index, const WithdrawReason& reason,
+                                      const std::string& where) const;
 
     MPI_Comm comm_;            ///< where set-up messages travel
     std::uint64_t generation_; ///< identifies comm_ for as long as it exists

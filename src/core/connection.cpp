@@ -279,10 +279,10 @@ void ConnectionState::take_hello(const Blob& message) {
     // Windows created before the decision get their provider window and send their description,
     // so that the peer's first use of them does not wait for this side's.
     for (auto* window : pending_sends_) {
-        window->materialize();
+        window->materialize_late();
     }
     for (auto* window : pending_recvs_) {
-        window->materialize();
+        window->materialize_late();
     }
     pending_sends_.clear();
     pending_recvs_.clear();

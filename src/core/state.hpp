@@ -167,6 +167,9 @@ struct WindowState {
 
     /// Creates the provider window and sends its description (once the provider is known).
     void materialize();
+    /// materialize() for a window created before its connection's provider was decided: a failure
+    /// is kept for the window's first use and withdraws its place, telling the peer why.
+    void materialize_late() noexcept;
     /// Completes the set-up at the first use: the handshake and the peer's description.
     void activate();
     bool poll();
@@ -196,6 +199,7 @@ struct WindowState {
     std::atomic<bool> busy{false};   ///< in a call (tracked with PMR_CHECKS)
     bool active = false;
     bool keys_taken = false; ///< the provider window was given the peer's description
+    bool withdrawn = false;  ///< its place was withdrawn already (materialize_late() failed)
     bool completed_once = false;
     std::uint32_t stalled_tests = 0;
     std::chrono::steady_clock::time_point stalled_since{};
@@ -212,5 +216,12 @@ struct WindowState {
     std::string where;
     NativeWindow<S> native;
 };
+
+/// Keeps `window` among the live windows, which MPI_Finalize ends (bootstrap::at_finalize), until
+/// untrack().
+void track(WindowState<Side::send>* window);
+void track(WindowState<Side::recv>* window);
+void untrack(WindowState<Side::send>* window) noexcept;
+void untrack(WindowState<Side::recv>* window) noexcept;
 
 } // namespace pmr::detail

@@ -93,6 +93,36 @@ template <Side S>
 constexpr bootstrap::Kind peer_kind =
     is_send<S> ? bootstrap::Kind::recv_window : bootstrap::Kind::send_window;
 
+// A window whose constructor failed withdraws its place in the pairing, carrying the error: the
+// peer's matching window then fails at once naming it (ResourceError for a limit) instead of
+// waiting for PMR_TIMEOUT, and the later windows of both sides still pair. Connections without
+// set-up messages (to this process) have no peer to tell and keep the place free.
+void withdraw_failed(ConnectionState& connection, bootstrap::Kind own, std::uint32_t index,
+                     const std::exception_ptr& error) noexcept {
+    try {
+        bootstrap::WithdrawReason reason{bootstrap::WithdrawCause::failed, "an unknown exception"};
+        try {
+            std::rethrow_exception(error);
+        } catch (const ResourceError& e) {
+            reason = {bootstrap::WithdrawCause::resource_limit, e.what()};
+        } catch (const std::exception& e) {
+            reason.message = e.what();
+        } catch (...) { // NOLINT(bugprone-empty-catch): the reason says so
+        }
+        connection.link().withdraw(own, index, {}, reason);
+    } catch (...) { // NOLINT(bugprone-empty-catch): the peer then waits until PMR_TIMEOUT
+    }
+}
+
+// A library-owned window whose memory could not be had: it takes its place all the same and
+// withdraws it, as a window that failed inside its provider does.
+template <Side S>
+void withdraw_unmade(ConnectionState& connection, const std::exception_ptr& error) noexcept {
+    if (connection.needs_handshake()) {
+        withdraw_failed(connection, own_kind<S>, connection.next_window_index(S), error);
+    }
+}
+
 template <class P>
 void release_provider_memory(void* pointer) noexcept {
     unregister_owned_block(pointer);
@@ -144,65 +174,6 @@ bool poll_native(Native& native) {
             }
         },
         native);
-}
-
-// Every live window, so that MPI_Finalize can end them (see bootstrap::at_finalize).
-struct LiveWindows {
-    std::mutex mutex;
-    std::vector<WindowState<Side::send>*> sends;
-    std::vector<WindowState<Side::recv>*> recvs;
-};
-
-LiveWindows& live_windows() {
-    static auto* live = new LiveWindows(); // never destroyed: windows may outlive statics
-    return *live;
-}
-
-template <class W>
-void erase_one(std::vector<W*>& list, W* item) noexcept {
-    list.erase(std::remove(list.begin(), list.end(), item), list.end());
-}
-
-// At MPI_Finalize: every provider window ends as if destroyed, so that peers still waiting on one
-// get PeerLost instead of waiting for a process that waits for them in MPI_Finalize.
-void end_windows_at_finalize() noexcept {
-    auto& live = live_windows();
-    std::lock_guard<std::mutex> lock(live.mutex);
-    auto end = [](auto* window) {
-        window->native = std::monostate{};
-        window->finalized = true;
-    };
-    std::for_each(live.sends.begin(), live.sends.end(), end);
-    std::for_each(live.recvs.begin(), live.recvs.end(), end);
-}
-
-template <Side S>
-void track(WindowState<S>* window) {
-    auto& live = live_windows();
-    {
-        std::lock_guard<std::mutex> lock(live.mutex);
-        if constexpr (is_send<S>) {
-            live.sends.push_back(window);
-        } else {
-            live.recvs.push_back(window);
-        }
-    }
-    static const bool hooked = [] {
-        bootstrap::at_finalize(&end_windows_at_finalize);
-        return true;
-    }();
-    (void)hooked;
-}
-
-template <Side S>
-void untrack(WindowState<S>* window) noexcept {
-    auto& live = live_windows();
-    std::lock_guard<std::mutex> lock(live.mutex);
-    if constexpr (is_send<S>) {
-        erase_one(live.sends, window);
-    } else {
-        erase_one(live.recvs, window);
-    }
 }
 
 /// Entry of every operation: one load and one branch unless PMR_CHECKS is on or MPI_Finalize ended
@@ -279,7 +250,15 @@ WindowState<S>::WindowState(std::shared_ptr<ConnectionState> connection_, std::b
       capacity(element_size_ == 0 ? 0 : bytes_ / element_size_), owned(release_ != nullptr),
       release(release_) {
     where = describe();
-    connection->attach(this);
+    try {
+        connection->attach(this);
+    } catch (...) {
+        // The provider window failed (at a limit, typically) after the window took its place.
+        if (connection->needs_handshake()) {
+            withdraw_failed(*connection, own_kind<S>, index, std::current_exception());
+        }
+        throw;
+    }
     try {
         track(this);
     } catch (...) {
@@ -311,13 +290,25 @@ void WindowState<S>::materialize() {
 }
 
 template <Side S>
+void WindowState<S>::materialize_late() noexcept {
+    try {
+        materialize();
+    } catch (...) {
+        setup_error = std::current_exception();
+        native = std::monostate{};
+        withdrawn = true;
+        withdraw_failed(*connection, own_kind<S>, index, setup_error);
+    }
+}
+
+template <Side S>
 WindowState<S>::~WindowState() {
     untrack(this);
     connection->forget(this);
     // A window that never took the peer's description withdraws: the peer's matching window then
     // fails clearly instead of waiting, and what is kept here for a peer that may still connect
     // (memory, credit cells) is freed once the peer's side is known to be gone unused as well.
-    const bool withdraw = !keys_taken && !finalized && connection->needs_handshake();
+    const bool withdraw = !keys_taken && !finalized && !withdrawn && connection->needs_handshake();
     std::function<void()> on_peer_withdrawn;
     if (withdraw) {
         std::visit(
@@ -383,14 +374,8 @@ void WindowState<S>::activate() {
                              "Windows pair in creation order (the k-th SendWindow with the k-th "
                              "RecvWindow of the peer); make the receive window at least as large.");
         }
-        if (connection->needs_handshake() &&
-            connection->link().peer_withdrew(peer_kind<S>, index)) {
-            raise<UsageError>(std::string("the peer destroyed its ") +
-                                  (is_send<S> ? "receive" : "send") + " window #" +
-                                  std::to_string(index) + " without using it",
-                              where,
-                              "Windows pair in creation order: both sides must create the k-th "
-                              "window of a connection and use it, or both destroy it unused.");
+        if (connection->needs_handshake()) {
+            connection->link().raise_if_withdrawn(peer_kind<S>, index, where);
         }
         Compiled::dispatch(connection->provider(), [&](auto p) {
             using P = decltype(p);
@@ -561,7 +546,13 @@ template <Side S>
 WindowCore<S>::WindowCore(const Connection& connection, std::size_t bytes,
                           std::size_t element_size) {
     const auto& state = state_of(connection);
-    const OwnedMemory memory = allocate_owned(*state, bytes);
+    OwnedMemory memory;
+    try {
+        memory = allocate_owned(*state, bytes);
+    } catch (...) {
+        withdraw_unmade<S>(*state, std::current_exception());
+        throw;
+    }
     try {
         state_ = std::make_unique<WindowState<S>>(state, memory.data, bytes, memory.release,
                                                   element_size);
