@@ -283,7 +283,7 @@ bool Engine::test() {
 }
 
 void Engine::wait() {
-    if (test()) {
+    if (test() || poll_briefly([this] { return test(); })) {
         return;
     }
     // The windows' own test() watches the peers and PMR_TIMEOUT; this loop only paces the polls.

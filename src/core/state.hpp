@@ -184,7 +184,13 @@ struct WindowState {
     void wait_slowly(double limit, const char* limit_name);
     void complete() noexcept;
     [[noreturn]] void order_error(const char* call) const;
-    void check_post_size(std::size_t bytes) const;
+    /// Inline: every post runs it; the message is built out of line.
+    void check_post_size(std::size_t posted) const {
+        if (posted > bytes || posted > peer_bytes) {
+            post_size_error(posted);
+        }
+    }
+    [[noreturn]] void post_size_error(std::size_t posted) const;
     /// SendWindow::post(pieces) after the state check and the check of the pieces (RailRange in
     /// bytes, or RailSlice in elements), which tile [0, end) bytes. Defined in window.cpp, its
     /// only user.

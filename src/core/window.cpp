@@ -487,14 +487,12 @@ void WindowState<S>::order_error(const char* call) const {
 }
 
 template <Side S>
-void WindowState<S>::check_post_size(std::size_t posted) const {
-    if (posted > bytes || posted > peer_bytes) {
-        raise<SizeError>("post of " + bytes_text(posted) + " exceeds " +
-                             (posted > bytes
-                                  ? "this window (" + bytes_text(bytes) + ")"
-                                  : "the peer's receive window (" + bytes_text(peer_bytes) + ")"),
-                         where, "Post at most the smaller of the two window sizes.");
-    }
+void WindowState<S>::post_size_error(std::size_t posted) const {
+    raise<SizeError>("post of " + bytes_text(posted) + " exceeds " +
+                         (posted > bytes
+                              ? "this window (" + bytes_text(bytes) + ")"
+                              : "the peer's receive window (" + bytes_text(peer_bytes) + ")"),
+                     where, "Post at most the smaller of the two window sizes.");
 }
 
 template <Side S>
@@ -580,11 +578,20 @@ WindowCore<S>& WindowCore<S>::operator=(WindowCore&& other) noexcept {
 template <Side S>
 WindowCore<S>::~WindowCore() = default;
 
+namespace {
+
+[[noreturn]] __attribute__((noinline, cold)) void empty_window_error() {
+    raise<UsageError>("use of an empty window (default-constructed or moved from)", "",
+                      "Assign a window made on a connection first.");
+}
+
+} // namespace
+
 template <Side S>
 WindowState<S>& WindowCore<S>::checked() const {
+    // Every call starts here: one test, the message out of line.
     if (!state_) {
-        raise<UsageError>("use of an empty window (default-constructed or moved from)", "",
-                          "Assign a window made on a connection first.");
+        empty_window_error();
     }
     return *state_;
 }
@@ -772,6 +779,9 @@ void WindowCore<S>::wait(double timeout_seconds) {
 
 template <Side S>
 void WindowState<S>::wait_slowly(double limit, const char* limit_name) {
+    if (poll_briefly([this] { return poll(); })) {
+        return;
+    }
     Backoff backoff;
     while (!poll()) {
         if (backoff.pause()) {
@@ -898,7 +908,10 @@ void wait_all(const Waitable* windows, std::size_t count) {
     };
     const auto polled = [](auto& s) { return s.poll(); };
     sweep(polled);
-    if (open == 0) {
+    if (open == 0 || poll_briefly([&] {
+            sweep(polled);
+            return open == 0;
+        })) {
         return;
     }
     Backoff backoff;
