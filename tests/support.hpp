@@ -508,4 +508,20 @@ void exchange(Sends& sends, Recvs& recvs, Completion completion) {
     exchange(sends, recvs, completion, [](std::size_t /*index*/, auto& send) { send.post(); });
 }
 
+/// Range-post pieces that tile [0, total): uneven lengths, an empty piece, neighbours on the same
+/// rail, and every rail of the connection.
+inline std::vector<pmr::RailRange> rail_pieces(std::size_t total, std::size_t rails) {
+    std::vector<pmr::RailRange> pieces;
+    const std::size_t count = 2 * rails + 1;
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t rest = total - offset;
+        std::size_t bytes = i + 1 == count ? rest : rest / (count - i) + (i % 3 == 0 ? 7 : 0);
+        bytes = i == 1 ? 0 : std::min(bytes, rest);
+        pieces.push_back({offset, bytes, (i / 2) % rails});
+        offset += bytes;
+    }
+    return pieces;
+}
+
 } // namespace pmr_test

@@ -286,16 +286,29 @@ TEST_CASE("a wait's own timeout wins over PMR_TIMEOUT and names peer and window"
         CHECK(s.find("the timeout given to wait()") != std::string::npos);
         CHECK(s.find("send window #0") != std::string::npos);
         CHECK(s.find("has not called init()") != std::string::npos);
+        // Several windows at once: wait_all's own limit, for both of its forms.
+        const auto all_start = std::chrono::steady_clock::now();
+        auto a = message_of<pmr::Timeout>([&] { pmr::wait_all(100ms, send, recv); });
+        CHECK(std::chrono::steady_clock::now() - all_start >= 100ms);
+        CHECK(a.find("2 of 2 windows incomplete after the timeout given to wait_all() (0.1") !=
+              std::string::npos);
+        CHECK(a.find("-> peer 1") != std::string::npos);
+        auto b = message_of<pmr::Timeout>([&] { pmr::wait_all(&recv, &recv + 1, 50ms); });
+        CHECK(b.find("1 of 1 windows incomplete after the timeout given to wait_all()") !=
+              std::string::npos);
+        CHECK(b.find("receive window #0") != std::string::npos);
+        auto z = message_of<pmr::ArgumentError>([&] { pmr::wait_all(0ms, send, recv); });
+        CHECK(z.find("wait_all() with a timeout of 0") != std::string::npos);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    // Both transfers are still in flight and complete once rank 1 catches up.
+    // Both transfers are still in flight and complete once rank 1 catches up, within the limit.
     if (r.me == 1) {
         recv.init();
         send.init();
         send.post();
         recv.post();
     }
-    pmr::wait_all(send, recv);
+    pmr::wait_all(std::chrono::seconds(30), send, recv);
     CHECK(recv.received_count() == 20000);
     MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -143,6 +143,8 @@ struct Waitable {
 };
 
 void wait_all(const Waitable* windows, std::size_t count);
+/// wait_all() with its own limit instead of PMR_TIMEOUT's. @throws ArgumentError unless > 0.
+void wait_all(const Waitable* windows, std::size_t count, double timeout_seconds);
 bool test_all(const Waitable* windows, std::size_t count);
 
 template <class T, Side S>
@@ -352,6 +354,26 @@ template <class Iterator>
 void wait_all(Iterator first, Iterator last) {
     detail::with_waitables(first, last, [](const detail::Waitable* list, std::size_t count) {
         detail::wait_all(list, count);
+        return true;
+    });
+}
+
+/// wait_all() with a time limit of its own instead of PMR_TIMEOUT, e.g.
+/// `pmr::wait_all(std::chrono::seconds(5), send, recv)`; as wait(timeout) for one window.
+/// @throws Timeout after `timeout` (naming the first incomplete window); ArgumentError if
+/// `timeout` is not positive; as wait_all() otherwise.
+template <class Rep, class Period, class... Windows>
+void wait_all(std::chrono::duration<Rep, Period> timeout, Windows&... windows) {
+    const detail::Waitable list[] = {detail::waitable(windows)...};
+    detail::wait_all(list, sizeof...(Windows), std::chrono::duration<double>(timeout).count());
+}
+
+/// wait_all(first, last) with a time limit of its own instead of PMR_TIMEOUT.
+template <class Iterator, class Rep, class Period>
+void wait_all(Iterator first, Iterator last, std::chrono::duration<Rep, Period> timeout) {
+    const double seconds = std::chrono::duration<double>(timeout).count();
+    detail::with_waitables(first, last, [seconds](const detail::Waitable* list, std::size_t count) {
+        detail::wait_all(list, count, seconds);
         return true;
     });
 }

@@ -878,7 +878,11 @@ void require_posted(const Waitable* windows, std::size_t count, const char* call
 
 } // namespace
 
-void wait_all(const Waitable* windows, std::size_t count) {
+namespace {
+
+/// wait_all() until `limit` seconds have passed (`limit_name` says whose limit it is).
+void wait_all_within(const Waitable* windows, std::size_t count, double limit,
+                     const char* limit_name) {
     require_posted(windows, count, "wait");
     std::size_t open = count;
     // Completed windows move to the end of a local order, so that each pass polls only the rest.
@@ -925,16 +929,31 @@ void wait_all(const Waitable* windows, std::size_t count) {
         }
         bootstrap::progress_sends();
         sweep([](auto& s) { return s.completed_despite_peer_loss(); });
-        if (open > 0 && backoff.expired()) {
+        if (open > 0 && limit > 0 && backoff.elapsed_seconds() >= limit) {
             with_state(windows[order[0]], [&](auto& s) -> bool {
-                raise<Timeout>(
-                    "wait_all() found " + std::to_string(open) + " of " + std::to_string(count) +
-                        " windows incomplete after PMR_TIMEOUT (" +
-                        std::to_string(settings().timeout_seconds) + " s), among them this one",
-                    s.where, "The peers of the incomplete windows have not posted.");
+                raise<Timeout>("wait_all() found " + std::to_string(open) + " of " +
+                                   std::to_string(count) + " windows incomplete after " +
+                                   limit_name + " (" + std::to_string(limit) +
+                                   " s), among them this one",
+                               s.where, "The peers of the incomplete windows have not posted.");
             });
         }
     }
+}
+
+} // namespace
+
+void wait_all(const Waitable* windows, std::size_t count) {
+    wait_all_within(windows, count, settings().timeout_seconds, "PMR_TIMEOUT");
+}
+
+void wait_all(const Waitable* windows, std::size_t count, double timeout_seconds) {
+    if (!(timeout_seconds > 0)) { // also NaN
+        raise<ArgumentError>("wait_all() with a timeout of " + std::to_string(timeout_seconds) +
+                                 " s",
+                             "", "Give a positive timeout, or call wait_all() for PMR_TIMEOUT's.");
+    }
+    wait_all_within(windows, count, timeout_seconds, "the timeout given to wait_all()");
 }
 
 bool test_all(const Waitable* windows, std::size_t count) {
