@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -392,6 +393,10 @@ void QMP_abort(int error_code) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized != 0) {
+        // The message is in the pipe to the launcher; MPICH's launcher ends the job on an abort
+        // without forwarding what is still in that pipe (seen in CI: the message lost). A moment
+        // for it to be read costs nothing to a job that ends.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         MPI_Abort(MPI_COMM_WORLD, error_code);
     }
     std::exit(error_code);
