@@ -15,6 +15,7 @@
 #     with and without pmr-run: the solve time and PETSc's -log_view times of the halo exchange
 #     (VecScatterBegin/End) and the global sums (VecTDot, VecNorm), fastest of ROUNDS runs each.
 # SIZES (default 8,64,512,4K,16K,64K,256K,1M,4M,16M) and ROUNDS (default 3) from the environment.
+# Before each pair of runs it prints the machine's core-to-core state (pmr-probe-core-to-core).
 set -euo pipefail
 build=${1:-build-release}
 ranks=${2:-2}
@@ -35,9 +36,19 @@ measure() {
     oversubscribe="--oversubscribe"
   fi
   for r in $(seq "${ROUNDS:-3}"); do
+    probe "$name run $r"
     mpirun $oversubscribe -np "$n" "$@" "$bench" --sizes "$sizes" > "$out/$name.plain.$r"
     mpirun $oversubscribe -np "$n" "$@" "$run" "$bench" --sizes "$sizes" > "$out/$name.pmr.$r"
   done
+  probe "$name end"
+}
+
+# probe <what>: the machine's state on stderr (pmr-probe-core-to-core; see its source): compare
+# only runs of the same state.
+probe() {
+  if [ -x "$build/benchmarks/pmr-probe-core-to-core" ]; then
+    echo "$1: $("$build/benchmarks/pmr-probe-core-to-core" 200000)" >&2
+  fi
 }
 
 # report <title> <name>... : one table; with several names, the best (lowest) median of them.
@@ -84,6 +95,7 @@ if [ "$ranks" = petsc ]; then
   options=(-n "$points" -ksp_type cg -pc_type jacobi -ksp_max_it "${PETSC_ITERATIONS:-1000}"
            -ksp_convergence_test skip -ksp_norm_type unpreconditioned -log_view)
   for r in $(seq "${ROUNDS:-3}"); do
+    probe "petsc run $r"
     mpirun $oversubscribe -np "$n" "${vader_cma[@]}" "$program" "${options[@]}" \
       > "$out/petsc.plain.$r" 2>&1
     mpirun $oversubscribe -np "$n" "${vader_cma[@]}" "$run" "$program" "${options[@]}" \

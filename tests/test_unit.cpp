@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include "base/backoff.hpp"
+#include "mpi/support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -394,6 +395,34 @@ TEST_CASE("moved windows and connections keep working", "[window]") {
     send.wait();
     recv.wait();
     CHECK(std::string(recv.begin(), recv.end()) == "abc");
+}
+
+// pmr-run's copies into and out of slots: the same bytes as memcpy at every distance between
+// destination and source, the 1-15 bytes modulo 4 KiB that it copies in pieces included, and
+// nothing written outside the destination.
+TEST_CASE("pmr-run's copy_bytes copies exactly at every distance", "[unit][mpi]") {
+    constexpr std::size_t guard = 64;
+    std::vector<unsigned char> source(std::size_t{3} << 16);
+    std::iota(source.begin(), source.end(), static_cast<unsigned char>(7));
+    std::vector<unsigned char> target(source.size() + std::size_t{2} * 4096 + 2 * guard);
+    for (const std::size_t bytes : {0UL, 1UL, 2047UL, 2048UL, 2049UL, 4099UL, 65536UL, 70001UL}) {
+        for (std::size_t distance = 0; distance < 20; ++distance) {
+            std::fill(target.begin(), target.end(), 0xEE);
+            // Destination `distance` bytes after the source modulo 4 KiB.
+            const auto src_page = reinterpret_cast<std::uintptr_t>(source.data()) & 4095U;
+            const auto base = reinterpret_cast<std::uintptr_t>(target.data()) + guard;
+            const std::size_t shift = (src_page + distance - (base & 4095U)) & 4095U;
+            unsigned char* to = target.data() + guard + shift;
+            REQUIRE(((reinterpret_cast<std::uintptr_t>(to) -
+                      reinterpret_cast<std::uintptr_t>(source.data())) &
+                     4095U) == distance);
+            pmr::mpi::copy_bytes(to, source.data(), bytes);
+            CHECK(std::equal(to, to + bytes, source.begin()));
+            CHECK(std::all_of(target.data(), to, [](unsigned char c) { return c == 0xEE; }));
+            CHECK(std::all_of(to + bytes, target.data() + target.size(),
+                              [](unsigned char c) { return c == 0xEE; }));
+        }
+    }
 }
 
 // Last in this file: it changes the process's spin policy for the waits that follow.

@@ -100,6 +100,8 @@ void Interposer::start(int provided_thread_level) {
             pmr::settings::size("PMR_MPI_MAX_BYTES").value_or(settings_.max_bytes);
         settings_.min_bytes =
             pmr::settings::size("PMR_MPI_MIN_BYTES").value_or(settings_.min_bytes);
+        settings_.min_bytes_persistent = pmr::settings::size("PMR_MPI_MIN_BYTES_PERSISTENT")
+                                             .value_or(settings_.min_bytes_persistent);
         settings_.slots =
             static_cast<unsigned>(pmr::settings::integer("PMR_MPI_SLOTS").value_or(2));
         settings_.max_streams =

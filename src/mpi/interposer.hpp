@@ -65,7 +65,8 @@ struct Settings {
     Mode mode = Mode::all;
     unsigned repeats = 3;
     std::size_t max_bytes = std::size_t{4} << 10; // measured: carried streams can lose from 8 KiB
-    std::size_t min_bytes = 1024; // measured: below, MPI's own path is as fast or faster
+    std::size_t min_bytes = 1024; // plain receives; measured: below, MPI's own path is as fast
+    std::size_t min_bytes_persistent = 0; // persistent receives: MPI's path costs more
     unsigned slots = 2;
     unsigned max_streams = 64; // carried streams per process and direction
     bool report = false;
@@ -298,7 +299,7 @@ public:
         if (s->state == InStream::State::mpi) {
             const auto bytes =
                 static_cast<std::size_t>(count) * static_cast<std::size_t>(last_type_info_->size);
-            const bool small = bytes < settings_.min_bytes && s->max_bytes < settings_.min_bytes;
+            const bool small = below_min(*s, bytes, false);
             if (!small && settings_.mode == Mode::all) {
                 return false; // it may make the stream carried
             }
@@ -314,6 +315,12 @@ public:
         return true;
     }
     const Settings& settings() const noexcept { return settings_; }
+    /// Whether a receive of `bytes` keeps its stream below the smallest size carried for its
+    /// kind (PMR_MPI_MIN_BYTES for plain receives, PMR_MPI_MIN_BYTES_PERSISTENT for persistent).
+    bool below_min(const InStream& s, std::size_t bytes, bool persistent) const noexcept {
+        const std::size_t least = persistent ? settings_.min_bytes_persistent : settings_.min_bytes;
+        return bytes < least && s.max_bytes < least;
+    }
 
     void start(int provided_thread_level);
     void finish();

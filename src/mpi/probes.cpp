@@ -135,7 +135,7 @@ int Interposer::deliver(const std::byte* data, std::size_t bytes, void* buf, int
     std::size_t delivered = std::min(bytes, room);
     if (info.contiguous) {
         if (delivered != 0) {
-            std::memcpy(static_cast<std::byte*>(buf) + info.lb, data, delivered);
+            copy_bytes(static_cast<std::byte*>(buf) + info.lb, data, delivered);
         }
     } else {
         int position = 0;

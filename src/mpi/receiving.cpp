@@ -154,7 +154,7 @@ void Interposer::activate_recv(Op& op) {
                     s->reason = Reason::stream_limit;
                 } else if (s->max_bytes > settings_.max_bytes) {
                     s->reason = Reason::too_large;
-                } else if (s->max_bytes < settings_.min_bytes) {
+                } else if (below_min(*s, bytes, op.persistent)) {
                     s->reason = Reason::too_small;
                 } else if (s->repeats >= settings_.repeats) {
                     propose(*s);
@@ -210,7 +210,7 @@ int Interposer::irecv(void* buf, int count, MPI_Datatype type, int source, int t
         // is as fast as a carried stream, so the stream only keeps its count here.
         const auto bytes =
             static_cast<std::size_t>(count) * static_cast<std::size_t>(type_info(type).size);
-        const bool small = bytes < settings_.min_bytes && s->max_bytes < settings_.min_bytes;
+        const bool small = below_min(*s, bytes, false);
         if (small && s->state == InStream::State::mpi) {
             s->max_bytes = std::max(s->max_bytes, bytes);
             s->reason = Reason::too_small;
@@ -322,15 +322,15 @@ bool Interposer::take_from_slots(InStream& stream, Op& op) {
                 op.staging.resize(op.total);
             }
         }
-        const std::size_t chunk = bytes - header_bytes;
-        const std::byte* payload = window.data() + header_bytes;
+        const std::size_t chunk = bytes > header_bytes ? bytes - payload_offset : 0;
+        const std::byte* payload = window.data() + payload_offset;
         if (info.contiguous) {
             if (op.got < room) {
-                std::memcpy(static_cast<std::byte*>(op.buf) + info.lb + op.got, payload,
-                            std::min(chunk, room - op.got));
+                copy_bytes(static_cast<std::byte*>(op.buf) + info.lb + op.got, payload,
+                           std::min(chunk, room - op.got));
             }
         } else {
-            std::memcpy(op.staging.data() + op.got, payload, chunk);
+            copy_bytes(op.staging.data() + op.got, payload, chunk);
         }
         op.got += chunk;
         stream.full[slot] = 0;

@@ -139,7 +139,7 @@ bool Interposer::start_on_mpi(Op& op) {
             }
             const auto bytes = static_cast<std::size_t>(op.count) *
                                static_cast<std::size_t>(type_info(op.type).size);
-            if (bytes >= settings_.min_bytes || s->max_bytes >= settings_.min_bytes) {
+            if (!below_min(*s, bytes, op.persistent)) {
                 return false;
             }
             break;

@@ -75,7 +75,7 @@ void Interposer::propose(InStream& stream) {
     pmr::Connection& c = connection(stream.peer_world);
     stream.slots.reserve(settings_.slots);
     for (unsigned i = 0; i < settings_.slots; ++i) {
-        stream.slots.emplace_back(c, capacity + header_bytes);
+        stream.slots.emplace_back(c, capacity + payload_offset);
     }
     stream.capacity = capacity;
     stream.proposed_at = call(PMPI_Wtime)();
@@ -144,7 +144,7 @@ void Interposer::handle_control(const std::int64_t* message, int from_world) {
         std::vector<pmr::SendWindow<std::byte>> windows;
         windows.reserve(slots);
         for (unsigned i = 0; i < slots; ++i) {
-            windows.emplace_back(c, capacity + header_bytes);
+            windows.emplace_back(c, capacity + payload_offset);
         }
         OutStream* stream = comm != nullptr && peer >= 0 ? out_stream(*comm, peer, tag) : nullptr;
         if (stream == nullptr || stream->carried || stream->synchronous || cancel_seen_ ||
@@ -277,7 +277,8 @@ void Interposer::send_bytes(OutStream& stream, const std::byte* source, std::siz
     Held held;
     held.total = total;
     held.offset = total == 0 ? 0 : reached;
-    held.data.assign(source, source + total);
+    held.data.resize(total);
+    copy_bytes(held.data.data(), source, total);
     stream.pending.push_back(std::move(held));
     list_busy(stream);
 }
@@ -298,9 +299,9 @@ std::size_t Interposer::put_chunks(OutStream& stream, const std::byte* source, s
         const auto header = static_cast<std::uint64_t>(total);
         std::memcpy(window.data(), &header, header_bytes);
         if (chunk != 0) {
-            std::memcpy(window.data() + header_bytes, source + offset, chunk);
+            copy_bytes(window.data() + payload_offset, source + offset, chunk);
         }
-        window.post(pmr::Elements{header_bytes + chunk});
+        window.post(pmr::Elements{chunk == 0 ? header_bytes : payload_offset + chunk});
         if (!window.test()) {
             stream.busy[slot] = 1;
             list_busy(stream);

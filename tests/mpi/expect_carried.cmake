@@ -1,10 +1,11 @@
 # Runs PROGRAM under pmr-run with the report on and requires a zero exit code and streams and
 # collectives carried by pmr (for programs that cannot ask the interposer themselves: Fortran);
-# with -DREPORT_MATCH=regex, that the report matches it instead.
+# with -DREPORT_MATCH=regex, that the report matches it instead; -DARGS="..." are the program's.
 #   cmake -DMPIEXEC=... -DFLAGS=... -DRANKS=n -DRUN=pmr-run -DPROGRAM=... -P expect_carried.cmake
 separate_arguments(flags UNIX_COMMAND "${FLAGS}")
+separate_arguments(args UNIX_COMMAND "${ARGS}")
 set(ENV{PMR_MPI_REPORT} 1)
-execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${PROGRAM}
+execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${PROGRAM} ${args}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
