@@ -6,9 +6,33 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <new>
 
 namespace pmr {
+
+/// memcpy for packing halos into windows and out of them, except where the destination lies 1 to
+/// 15 bytes after the source modulo 4 KiB: glibc copies 2 KiB and more with `rep movsb`, which AMD
+/// Zen processors then take for an overlapping copy and run 15-25 times slower (16 KiB in 4.7 us
+/// instead of 0.2-0.3 on the test machine). Such copies go in pieces below glibc's `rep movsb`
+/// threshold (2,112 bytes), which use vector moves: about 3 times slower than an aligned copy, not
+/// 20. pmr's own copies between buffers of unrelated alignment use it.
+inline void copy_bytes(void* destination, const void* source, std::size_t bytes) noexcept {
+    constexpr std::size_t piece = 2048;
+    const std::uintptr_t distance =
+        reinterpret_cast<std::uintptr_t>(destination) - reinterpret_cast<std::uintptr_t>(source);
+    if (bytes <= piece || ((distance - 1) & 4095U) >= 15) {
+        std::memcpy(destination, source, bytes);
+        return;
+    }
+    auto* to = static_cast<unsigned char*>(destination);
+    const auto* from = static_cast<const unsigned char*>(source);
+    for (; bytes > piece; bytes -= piece, to += piece, from += piece) {
+        std::memcpy(to, from, piece);
+    }
+    std::memcpy(to, from, bytes);
+}
 
 /// Allocates `bytes` of shareable memory, page aligned, zero filled.
 /// @throws std::bad_alloc if the memory cannot be had.

@@ -3,6 +3,8 @@
 
 #include "base/environment.hpp"
 
+#include <pmr/memory.hpp>
+
 #include <cstdint>
 #include <cstring>
 
@@ -52,7 +54,7 @@ void copy_to_peer(std::byte* destination, const std::byte* source, std::size_t b
     if (threshold != 0 && bytes >= threshold) {
         stream_copy(destination, source, bytes);
     } else {
-        std::memcpy(destination, source, bytes);
+        copy_bytes(destination, source, bytes);
     }
 }
 

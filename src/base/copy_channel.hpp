@@ -15,6 +15,8 @@
 // the data. The receive buffer itself is only written between the receiver's init() and wait().
 #pragma once
 
+#include <pmr/memory.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +89,7 @@ inline bool receive(ControlBlock& block, std::uint64_t round, std::byte* buffer,
     if (slot.delivery == Delivery::inlined) {
         std::memcpy(buffer, slot.data, bytes);
     } else if (slot.delivery == Delivery::staged) {
-        std::memcpy(buffer, staging, bytes);
+        copy_bytes(buffer, staging, bytes);
     }
     return true;
 }

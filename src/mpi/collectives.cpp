@@ -350,7 +350,7 @@ void Interposer::write_report() {
             if (s.state == InStream::State::carried) {
                 mine[mpi_messages_of_carried] += s.switch_at;
                 // Both ends' windows: the receiver's ring and the sender's.
-                mine[window_bytes] += 2 * s.slots.size() * (s.capacity + 8);
+                mine[window_bytes] += 2 * s.slots.size() * (s.capacity + payload_offset);
                 mine[setup_microseconds] += static_cast<unsigned long long>(s.setup_seconds * 1e6);
             }
         }

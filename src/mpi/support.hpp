@@ -2,13 +2,14 @@
 // What the interposer's source files share: wire constants, hashing and waiting.
 #pragma once
 
+#include <pmr/memory.hpp>
+
 #include <mpi.h>
 
 #include <sched.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 namespace pmr::mpi {
@@ -16,7 +17,7 @@ namespace pmr::mpi {
 inline constexpr int control_tag = 7;
 /// A slot round holds the message's total size in its first `header_bytes` and a part of the
 /// message from `payload_offset` on: a cache line in, so that the copies into and out of a slot
-/// keep the relative alignment of cache-line aligned memory (see copy_bytes).
+/// keep the relative alignment of cache-line aligned memory (see pmr::copy_bytes).
 inline constexpr std::size_t header_bytes = 8;
 inline constexpr std::size_t payload_offset = 64;
 // The header of the round that hands a stream back to MPI (a message larger than its slots):
@@ -31,28 +32,6 @@ inline constexpr std::size_t followed_streams = 4096;
 /// a small message), so the first 64 sends look, then every 16th, and after 4,096 every 256th.
 inline bool look_due(std::uint64_t sent) noexcept {
     return sent < 64 || sent % (sent < 4096 ? 16 : 256) == 0;
-}
-
-/// memcpy, except where the destination lies 1 to 15 bytes after the source modulo 4 KiB: glibc
-/// copies 2 KiB and more with `rep movsb` there, which on AMD Zen processors takes the two for
-/// overlapping and runs 15-25 times slower (a 64 KiB copy 20 us instead of 1.2 us, measured here;
-/// the payload of a slot 8 bytes into it, behind an 8-byte header, hit that against page-aligned
-/// buffers). Such copies go in pieces below glibc's `rep movsb` threshold (2,112 bytes), which use
-/// vector moves (about 3 times slower than an aligned copy, not 20).
-inline void copy_bytes(void* destination, const void* source, std::size_t bytes) noexcept {
-    constexpr std::size_t piece = 2048;
-    const std::uintptr_t distance =
-        reinterpret_cast<std::uintptr_t>(destination) - reinterpret_cast<std::uintptr_t>(source);
-    if (bytes <= piece || ((distance - 1) & 4095U) >= 15) {
-        std::memcpy(destination, source, bytes);
-        return;
-    }
-    auto* to = static_cast<unsigned char*>(destination);
-    const auto* from = static_cast<const unsigned char*>(source);
-    for (; bytes > piece; bytes -= piece, to += piece, from += piece) {
-        std::memcpy(to, from, piece);
-    }
-    std::memcpy(to, from, bytes);
 }
 
 enum Control : std::int64_t { propose_stream = 1, accept_stream = 2, refuse_stream = 3 };
