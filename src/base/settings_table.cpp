@@ -311,7 +311,7 @@ std::vector<settings::Setting> builtin_settings() {
                         "The same for streams received with persistent requests "
                         "(MPI_Recv_init), whose MPI path costs more. 0: every size (measured "
                         "against Open MPI 4.1, 2 ranks, 8 B-1 KiB: carried 1.1-1.5 times faster "
-                        "than ob1; under UCX 0.9 at 8-64 B, where passing them to MPI was 0.8).")
+                        "than ob1; against UCX's PML 0.75-0.9 at 8-64 B, as when passed to MPI).")
                     .unit("B")
                     .by_default("0"));
     b.push_back(Builder("PMR_MPI_MAX_STREAMS", Type::integer, "mpi",
