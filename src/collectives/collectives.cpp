@@ -210,27 +210,51 @@ std::vector<std::int64_t> gather_values(const Communicator& comm, coll::Connecti
     const std::size_t bytes = fields * sizeof(std::int64_t);
     std::vector<std::int64_t> all(static_cast<std::size_t>(comm.size()) * fields);
     std::memcpy(all.data() + static_cast<std::size_t>(comm.rank()) * fields, mine, bytes);
+    // One run, waited for here: it completes the set-up of the windows as a warm-up run would.
     coll::Engine exchange(comm, connections,
                           coll::recursive_doubling_allgather(comm.size(), comm.rank(), 1, bytes),
-                          bytes, nullptr, what);
+                          bytes, nullptr, what, nullptr, coll::WarmUp::no);
     exchange.set_work(reinterpret_cast<std::byte*>(all.data()));
     exchange.start();
     exchange.wait();
     return all;
 }
 
-void agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
-           const std::string& where, const std::string& own_problem) {
+/// This rank's node for ranks_share_memory, or 0 where a forced network provider keeps the
+/// algorithms for networks.
+std::int64_t memory_key() {
+    const auto& forced = settings().provider;
+    const bool shm = !forced || *forced == "shm";
+    return shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
+}
+
+/// What the agreement learnt besides that the arguments match.
+struct Agreement {
+    /// Every rank of the communicator is on this node and shm connects them.
+    bool share_memory = false;
+};
+
+/// Checks on every rank that all ranks passed the same arguments (ArgumentError on every rank
+/// otherwise, naming the first difference), in one allgather that also carries each rank's
+/// memory_key(): the set-up of a collective costs one exchange of windows, not one per question.
+Agreement agree(const Communicator& comm, coll::Connections& connections, const Descriptor& mine,
+                const std::string& where, const std::string& own_problem) {
     const int size = comm.size();
-    const std::vector<std::int64_t> all =
-        gather_values(comm, connections, mine.values.data(), Descriptor::fields,
-                      where + " (agreement on the arguments)");
+    constexpr std::size_t width = Descriptor::fields + 1; // the descriptor, then the memory key
+    std::array<std::int64_t, width> values{};
+    std::copy(mine.values.begin(), mine.values.end(), values.begin());
+    values[Descriptor::fields] = memory_key();
+    const std::vector<std::int64_t> all = gather_values(comm, connections, values.data(), width,
+                                                        where + " (agreement on the arguments)");
     if (!own_problem.empty()) {
         raise<ArgumentError>(own_problem, where);
     }
+    Agreement agreement;
+    agreement.share_memory = all[Descriptor::fields] != 0;
     for (int rank = 0; rank < size; ++rank) {
-        const std::int64_t* theirs =
-            all.data() + static_cast<std::size_t>(rank) * Descriptor::fields;
+        const std::int64_t* theirs = all.data() + static_cast<std::size_t>(rank) * width;
+        agreement.share_memory =
+            agreement.share_memory && theirs[Descriptor::fields] == all[Descriptor::fields];
         if (theirs[Descriptor::fields - 1] != 0) {
             raise<ArgumentError>("rank " + std::to_string(rank) +
                                      " has invalid arguments or PMR_ALLREDUCE_* settings",
@@ -249,6 +273,7 @@ void agree(const Communicator& comm, coll::Connections& connections, const Descr
             }
         }
     }
+    return agreement;
 }
 
 struct OwnedMemory {
@@ -378,29 +403,16 @@ std::optional<coll::Grid3> trinaryx3_grid(const Communicator& comm, coll::Connec
     return grid;
 }
 
-/// Whether every rank of `comm` is on this node and shm connects them (a forced network provider
-/// keeps the algorithms for networks). Collective over `comm`: every rank contributes its node's
-/// key, or 0, so every rank gets the same answer.
-bool ranks_share_memory(const Communicator& comm, coll::Connections& connections,
-                        const std::string& where) {
-    const auto& forced = settings().provider;
-    const bool shm = !forced || *forced == "shm";
-    const std::int64_t key = shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
-    const std::vector<std::int64_t> keys =
-        gather_values(comm, connections, &key, 1, where + " (nodes of the ranks)");
-    return keys[0] != 0 &&
-           std::all_of(keys.begin(), keys.end(), [&](std::int64_t k) { return k == keys[0]; });
-}
-
 /// The automatic choice of an allreduce, after the ranks agreed on the arguments: the same on
 /// every rank, since it depends on the agreed count and order, the size and what the ranks
 /// gather about their nodes.
 AllreduceAlgorithm automatic_allreduce(const Communicator& comm, coll::Connections& connections,
-                                       std::size_t bytes, std::size_t count, ReductionOrder order,
+                                       const Agreement& agreement, std::size_t bytes,
+                                       std::size_t count, ReductionOrder order,
                                        const std::string& where, std::optional<coll::Grid3>& grid) {
     const int size = comm.size();
     if (size > 1 && size <= direct_max_ranks) {
-        if (ranks_share_memory(comm, connections, where)) {
+        if (agreement.share_memory) {
             // Two ranks with a small vector: recursive doubling is the same one step and the
             // same order (x0 + x1), without the fold through a buffer.
             const bool whole = bytes <= direct_whole_bytes || count < 2;
@@ -584,10 +596,11 @@ CollectiveCore CollectiveCore::allreduce(const Communicator& comm, ElementKind k
                          static_cast<std::int64_t>(order),
                          -1,
                          problem.empty() ? 0 : 1};
-    agree(comm, state->connections, descriptor, where, problem);
+    const Agreement agreement = agree(comm, state->connections, descriptor, where, problem);
     std::optional<coll::Grid3> grid;
     if (algorithm == AllreduceAlgorithm::automatic) {
-        algorithm = automatic_allreduce(comm, state->connections, bytes, count, order, where, grid);
+        algorithm = automatic_allreduce(comm, state->connections, agreement, bytes, count, order,
+                                        where, grid);
     }
 
     const coll::Reducer reducer = element.reducer(op);
@@ -711,13 +724,13 @@ CollectiveCore CollectiveCore::barrier(const Communicator& comm) {
     state->what = "barrier" + on_rank(comm);
     Descriptor descriptor;
     descriptor.values = {static_cast<std::int64_t>(Kind::barrier), 0, 0, 0, 0, 0, -1, 0};
-    agree(comm, state->connections, descriptor, state->what, {});
+    const Agreement agreement = agree(comm, state->connections, descriptor, state->what, {});
     state->owned_result = allocate_owned(1);
     state->result = state->owned_result.get();
     // Ranks on one node take one step to and from every rank (as the direct allreduce does):
     // where they outnumber the cores, each step of the dissemination costs a switch per rank.
-    const bool direct = comm.size() > 2 && comm.size() <= direct_max_ranks &&
-                        ranks_share_memory(comm, state->connections, state->what);
+    const bool direct =
+        comm.size() > 2 && comm.size() <= direct_max_ranks && agreement.share_memory;
     state->engine = std::make_unique<coll::Engine>(
         comm, state->connections,
         direct ? coll::direct_barrier(comm.size(), comm.rank())

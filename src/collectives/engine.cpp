@@ -58,7 +58,8 @@ std::size_t rail_of_lane(Connection& connection, int lane) {
 }
 
 Engine::Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
-               std::size_t element_size, Reducer reducer, std::string what, std::byte* work)
+               std::size_t element_size, Reducer reducer, std::string what, std::byte* work,
+               WarmUp warm)
     : steps_(std::move(steps)), element_size_(element_size), reducer_(reducer),
       what_(std::move(what)), connections_(connections), bound_(work) {
     auto connection = [&](int peer) -> Connection& {
@@ -95,7 +96,9 @@ Engine::Engine(const Communicator& comm, Connections& connections, std::vector<S
         w.received.assign(w.recvs.size(), 0);
         w.granted.assign(w.recvs.size(), 0);
     }
-    warm_up();
+    if (warm == WarmUp::yes) {
+        warm_up();
+    }
 }
 
 void Engine::warm_up() {

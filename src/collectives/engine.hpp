@@ -93,6 +93,9 @@ void connect_peers(const Communicator& comm, Connections& connections,
 /// The rail of `connection` that lane `lane` uses (see Send::lane); completes the handshake.
 std::size_t rail_of_lane(Connection& connection, int lane);
 
+/// Whether an engine runs once on scratch memory at construction (see Engine::Engine).
+enum class WarmUp : bool { no, yes };
+
 class Engine {
 public:
     /// Creates one library connection per peer of `steps` and one window per transfer, and runs
@@ -102,8 +105,11 @@ public:
     /// data through them (it posts 0 bytes), so that it leaves `work` alone.
     /// Connections to peers missing from `connections` are created there, in the order of the
     /// steps; `connections` must outlive the engine.
+    /// WarmUp::no leaves out the scratch run, for an engine whose first real run follows at once
+    /// and is waited for before the engine is destroyed (that run completes the set-up instead).
     Engine(const Communicator& comm, Connections& connections, std::vector<Step> steps,
-           std::size_t element_size, Reducer reducer, std::string what, std::byte* work = nullptr);
+           std::size_t element_size, Reducer reducer, std::string what, std::byte* work = nullptr,
+           WarmUp warm = WarmUp::yes);
 
     /// The work buffer of the next runs. @throws UsageError if the engine has in-place windows
     /// over another buffer.
