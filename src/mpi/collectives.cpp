@@ -103,6 +103,9 @@ std::int64_t describe(int kind, std::int64_t a, std::int64_t b, std::int64_t c) 
 
 CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bool qualifies,
                                         std::size_t bytes) {
+    if (comm.last_collective != nullptr && comm.last_key == key) {
+        return comm.last_collective->core ? comm.last_collective : nullptr;
+    }
     auto it = comm.collectives.find(key);
     if (it == comm.collectives.end()) {
         // Every rank calls the same collectives in the same order, so every rank stops following
@@ -116,6 +119,8 @@ CollectiveState* Interposer::collective(Comm& comm, const CollectiveKey& key, bo
     }
     CollectiveState& state = it->second;
     if (state.decided) {
+        comm.last_key = key;
+        comm.last_collective = &state;
         return state.core ? &state : nullptr;
     }
     if (++state.calls < settings_.repeats) {

@@ -201,6 +201,7 @@ void Interposer::finish() {
     }
     try {
         for (auto& entry : comms_) {
+            entry.second->last_collective = nullptr;
             entry.second->collectives.clear();
             entry.second->out.clear();
             entry.second->in.clear();
@@ -211,6 +212,7 @@ void Interposer::finish() {
             entry.second->pcomm.reset();
         }
         for (auto& comm : freed_comms_) {
+            comm->last_collective = nullptr;
             comm->collectives.clear();
             comm->out.clear();
             comm->in.clear();

@@ -197,6 +197,9 @@ struct CollectiveKey {
     MPI_Op op = MPI_OP_NULL;
     int root = 0;
     bool operator<(const CollectiveKey& o) const noexcept;
+    bool operator==(const CollectiveKey& o) const noexcept {
+        return kind == o.kind && count == o.count && type == o.type && op == o.op && root == o.root;
+    }
 };
 
 struct CollectiveState {
@@ -251,6 +254,10 @@ struct Comm {
     std::deque<Op*> deferred; // receives waiting for a match, in posting order
     std::unique_ptr<pmr::Communicator> pcomm;
     std::map<CollectiveKey, CollectiveState> collectives;
+    /// The decided signature looked up last: a loop of sums finds it without a search. Map
+    /// entries stay where they are as long as the communicator lives.
+    CollectiveKey last_key;
+    CollectiveState* last_collective = nullptr;
 };
 
 /// The interposer's whole state; one per process.
