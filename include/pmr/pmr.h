@@ -144,6 +144,22 @@ int pmr_recv_window_test(pmr_recv_window w, int* done);
 /** Bytes delivered by the last completed transfer (PMR_ERR_USAGE before the first). */
 int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes);
 
+/** Waits until the posted operations of all the windows have completed (`nsends` send windows
+ *  and `nrecvs` receive windows; an array may be NULL when its count is 0), progressing all of
+ *  them together with one PMR_TIMEOUT deadline; each is then ready for its next init, as after
+ *  its own wait. Every window must be posted (PMR_ERR_USAGE otherwise, before anything waits).
+ *  On an error the windows that completed are idle and the others still posted. */
+int pmr_wait_all(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                 size_t nrecvs);
+/** pmr_wait_all() with its own deadline instead of PMR_TIMEOUT, as
+ *  pmr_send_window_wait_timeout(). */
+int pmr_wait_all_timeout(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                         size_t nrecvs, double seconds);
+/** Non-blocking pmr_wait_all(): *done = 1 once every operation has completed, and then all the
+ *  windows are ready for their next init; *done = 0 leaves every window posted. */
+int pmr_test_all(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                 size_t nrecvs, int* done);
+
 /** Destroy in any state and set *w = NULL; a peer's pending operation then fails with
  *  PMR_ERR_PEER_LOST instead of hanging. Destroying a NULL handle does nothing. */
 int pmr_send_window_destroy(pmr_send_window* w);

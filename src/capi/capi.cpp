@@ -8,9 +8,11 @@
 #include <pmr/pmr.h>
 #include <pmr/pmr.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -198,6 +200,37 @@ void* window_data(const char* function, Window w) noexcept {
     void* data = nullptr;
     guarded(function, [&] { data = window_of(w, function).data(); });
     return data;
+}
+
+/// Calls f(list, count) with the windows of pmr_wait_all()/pmr_test_all() as the core's list,
+/// sends first; a halo's few windows on the stack (no allocation in a loop of exchanges).
+template <class F>
+void with_waitables(const pmr_send_window* sends, std::size_t nsends, const pmr_recv_window* recvs,
+                    std::size_t nrecvs, const char* function, F&& f) {
+    if ((sends == nullptr && nsends > 0) || (recvs == nullptr && nrecvs > 0)) {
+        pmr::detail::raise<pmr::ArgumentError>(
+            std::string("the array of ") + (sends == nullptr && nsends > 0 ? "send" : "receive") +
+                " windows is NULL with a count above 0",
+            function, "Pass the array, or a count of 0.");
+    }
+    if (nsends > std::numeric_limits<std::size_t>::max() - nrecvs) {
+        pmr::detail::raise<pmr::ArgumentError>("the counts of windows overflow", function);
+    }
+    constexpr std::size_t on_stack = 64;
+    std::array<pmr::detail::Waitable, on_stack> few{};
+    std::vector<pmr::detail::Waitable> many;
+    pmr::detail::Waitable* list = few.data();
+    if (nsends + nrecvs > on_stack) {
+        many.resize(nsends + nrecvs);
+        list = many.data();
+    }
+    for (std::size_t i = 0; i < nsends; ++i) {
+        list[i] = pmr::detail::waitable(window_of(sends[i], function));
+    }
+    for (std::size_t i = 0; i < nrecvs; ++i) {
+        list[nsends + i] = pmr::detail::waitable(window_of(recvs[i], function));
+    }
+    f(static_cast<const pmr::detail::Waitable*>(list), nsends + nrecvs);
 }
 
 } // namespace
@@ -397,6 +430,41 @@ int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes) {
     return guarded(function, [&] {
         size_t& result = out(bytes, "bytes", function);
         result = window_of(w, function).received_bytes();
+    });
+}
+
+int pmr_wait_all(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                 size_t nrecvs) {
+    constexpr const char* function = "pmr_wait_all";
+    return guarded(function, [&] {
+        with_waitables(sends, nsends, recvs, nrecvs, function,
+                       [](const pmr::detail::Waitable* list, std::size_t count) {
+                           pmr::detail::wait_all(list, count);
+                       });
+    });
+}
+
+int pmr_wait_all_timeout(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                         size_t nrecvs, double seconds) {
+    constexpr const char* function = "pmr_wait_all_timeout";
+    return guarded(function, [&] {
+        with_waitables(sends, nsends, recvs, nrecvs, function,
+                       [seconds](const pmr::detail::Waitable* list, std::size_t count) {
+                           pmr::detail::wait_all(list, count, seconds);
+                       });
+    });
+}
+
+int pmr_test_all(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
+                 size_t nrecvs, int* done) {
+    constexpr const char* function = "pmr_test_all";
+    return guarded(function, [&] {
+        int& result = out(done, "done", function);
+        result = 0;
+        with_waitables(sends, nsends, recvs, nrecvs, function,
+                       [&result](const pmr::detail::Waitable* list, std::size_t count) {
+                           result = pmr::detail::test_all(list, count) ? 1 : 0;
+                       });
     });
 }
 

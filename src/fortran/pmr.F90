@@ -66,6 +66,7 @@ module pmr
               pmr_recv_window_size, pmr_recv_window_init, pmr_recv_window_post, &
               pmr_recv_window_wait, pmr_recv_window_wait_timeout, pmr_recv_window_test, &
               pmr_recv_window_received_bytes, pmr_recv_window_destroy
+    public :: pmr_wait_all, pmr_wait_all_timeout, pmr_test_all
     public :: pmr_communicator_create, pmr_communicator_destroy, pmr_communicator_comm, &
               pmr_communicator_rank, pmr_communicator_size, pmr_communicator_dimensions, &
               pmr_communicator_grid, pmr_communicator_neighbor
@@ -278,6 +279,34 @@ module pmr
         function c_recv_window_test(window, done) bind(C, name="pmr_recv_window_test") result(rc)
             import :: c_int, c_ptr
             type(c_ptr), value :: window
+            integer(c_int), intent(out) :: done
+            integer(c_int) :: rc
+        end function
+        function c_wait_all(sends, nsends, recvs, nrecvs) bind(C, name="pmr_wait_all") result(rc)
+            import :: c_int, c_ptr, c_size_t
+            type(c_ptr), intent(in) :: sends(*)
+            integer(c_size_t), value :: nsends
+            type(c_ptr), intent(in) :: recvs(*)
+            integer(c_size_t), value :: nrecvs
+            integer(c_int) :: rc
+        end function
+        function c_wait_all_timeout(sends, nsends, recvs, nrecvs, seconds) &
+                bind(C, name="pmr_wait_all_timeout") result(rc)
+            import :: c_int, c_ptr, c_size_t, c_double
+            type(c_ptr), intent(in) :: sends(*)
+            integer(c_size_t), value :: nsends
+            type(c_ptr), intent(in) :: recvs(*)
+            integer(c_size_t), value :: nrecvs
+            real(c_double), value :: seconds
+            integer(c_int) :: rc
+        end function
+        function c_test_all(sends, nsends, recvs, nrecvs, done) bind(C, name="pmr_test_all") &
+                result(rc)
+            import :: c_int, c_ptr, c_size_t
+            type(c_ptr), intent(in) :: sends(*)
+            integer(c_size_t), value :: nsends
+            type(c_ptr), intent(in) :: recvs(*)
+            integer(c_size_t), value :: nrecvs
             integer(c_int), intent(out) :: done
             integer(c_int) :: rc
         end function
@@ -756,6 +785,63 @@ contains
         rc = c_recv_window_test(window%handle, flag)
         done = flag /= 0
         call finish(rc, ierr, 'pmr_recv_window_test')
+    end subroutine
+
+    !> Waits until the posted operations of all `sends` and `recvs` have completed, progressing
+    !> them together with one PMR_TIMEOUT deadline (pmr_wait_all of pmr.h); either array may be
+    !> empty. Every window must be posted.
+    subroutine pmr_wait_all(sends, recvs, ierr)
+        type(pmr_send_window), intent(in) :: sends(:)
+        type(pmr_recv_window), intent(in) :: recvs(:)
+        integer, optional, intent(out) :: ierr
+        type(c_ptr) :: s(max(size(sends), 1)), r(max(size(recvs), 1))
+        call handles_of(sends, recvs, s, r)
+        call finish(c_wait_all(s, int(size(sends), c_size_t), r, int(size(recvs), c_size_t)), &
+                    ierr, 'pmr_wait_all')
+    end subroutine
+
+    !> pmr_wait_all with its own deadline of `seconds` (> 0) instead of PMR_TIMEOUT.
+    subroutine pmr_wait_all_timeout(sends, recvs, seconds, ierr)
+        type(pmr_send_window), intent(in) :: sends(:)
+        type(pmr_recv_window), intent(in) :: recvs(:)
+        real(real64), intent(in) :: seconds
+        integer, optional, intent(out) :: ierr
+        type(c_ptr) :: s(max(size(sends), 1)), r(max(size(recvs), 1))
+        call handles_of(sends, recvs, s, r)
+        call finish(c_wait_all_timeout(s, int(size(sends), c_size_t), r, &
+                                       int(size(recvs), c_size_t), real(seconds, c_double)), &
+                    ierr, 'pmr_wait_all_timeout')
+    end subroutine
+
+    !> Non-blocking pmr_wait_all: `done` once every operation has completed (all windows are then
+    !> ready for their next init); otherwise every window stays posted.
+    subroutine pmr_test_all(sends, recvs, done, ierr)
+        type(pmr_send_window), intent(in) :: sends(:)
+        type(pmr_recv_window), intent(in) :: recvs(:)
+        logical, intent(out) :: done
+        integer, optional, intent(out) :: ierr
+        type(c_ptr) :: s(max(size(sends), 1)), r(max(size(recvs), 1))
+        integer(c_int) :: flag, rc
+        call handles_of(sends, recvs, s, r)
+        flag = 0
+        rc = c_test_all(s, int(size(sends), c_size_t), r, int(size(recvs), c_size_t), flag)
+        done = flag /= 0
+        call finish(rc, ierr, 'pmr_test_all')
+    end subroutine
+
+    subroutine handles_of(sends, recvs, s, r)
+        type(pmr_send_window), intent(in) :: sends(:)
+        type(pmr_recv_window), intent(in) :: recvs(:)
+        type(c_ptr), intent(out) :: s(:), r(:)
+        integer :: i
+        s = c_null_ptr
+        r = c_null_ptr
+        do i = 1, size(sends)
+            s(i) = sends(i)%handle
+        end do
+        do i = 1, size(recvs)
+            r(i) = recvs(i)%handle
+        end do
     end subroutine
 
     !> Bytes delivered by the last completed transfer.

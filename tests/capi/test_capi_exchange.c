@@ -2,7 +2,8 @@
 /* A 3D halo exchange through the C interface on every rank count: a Cartesian grid from
  * pmr_communicator_create, one connection per face from pmr_connection_create_neighbor, user
  * buffers in dimension 0 and library-owned windows in the others, a second window pair per
- * connection with partial posts, wait() and test(). Every ghost cell of every round is compared
+ * connection with partial posts, wait() and test(), and all windows at once with pmr_wait_all()
+ * and pmr_test_all(). Every ghost cell of every round is compared
  * with the value the neighbour's global coordinates give. Compiled as C99. */
 #include "check.h"
 
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { dims = 3, faces = 2 * dims, rounds = 5, header_bytes = 16, header_used = 2 * sizeof(int) };
+enum { dims = 3, faces = 2 * dims, rounds = 8, header_bytes = 16, header_used = 2 * sizeof(int) };
 
 /* Cells per rank, different per dimension so that a face sent the wrong way does not fit. */
 static const int box[dims] = {4, 3, 5};
@@ -250,16 +251,41 @@ static void exchange_round(Halo* h, int round) {
         CHECK_OK(pmr_recv_window_post(h->recv[face]));
         CHECK_OK(pmr_recv_window_post(h->header_recv[face]));
     }
-    for (face = 0; face < faces; ++face) {
-        CHECK_OK(pmr_send_window_wait(h->send[face]));
-        CHECK_OK(pmr_send_window_wait(h->header_send[face]));
+    if (round % 4 >= 2) {
+        /* Rounds 2 and 3 (mod 4) complete every window at once: pmr_wait_all, pmr_test_all. */
+        pmr_send_window sends[2 * faces];
+        pmr_recv_window recvs[2 * faces];
+        for (face = 0; face < faces; ++face) {
+            sends[2 * face] = h->send[face];
+            sends[2 * face + 1] = h->header_send[face];
+            recvs[2 * face] = h->recv[face];
+            recvs[2 * face + 1] = h->header_recv[face];
+        }
+        if (round % 4 == 2) {
+            CHECK_OK(pmr_wait_all(sends, 2 * faces, recvs, 2 * faces));
+        } else {
+            int done = 0;
+            int rc = PMR_SUCCESS;
+            while (!done && rc == PMR_SUCCESS) {
+                rc = pmr_test_all(sends, 2 * faces, recvs, 2 * faces, &done);
+            }
+            CHECK_OK(rc);
+        }
+        /* Each window is idle again: a second wait is a usage error. */
+        CHECK_RC(pmr_recv_window_wait(h->recv[0]), PMR_ERR_USAGE);
+        CHECK_RC(pmr_send_window_wait(h->header_send[faces - 1]), PMR_ERR_USAGE);
+    } else {
+        for (face = 0; face < faces; ++face) {
+            CHECK_OK(pmr_send_window_wait(h->send[face]));
+            CHECK_OK(pmr_send_window_wait(h->header_send[face]));
+        }
     }
     for (face = 0; face < faces; ++face) {
         const int d = dimension_of(face);
         const int ghost = direction_of(face) < 0 ? 0 : box[d] + 1;
         size_t received = 0;
-        if (!finish_recv(h->recv[face], round % 2 == 1) ||
-            !finish_recv(h->header_recv[face], face % 2 == 0)) {
+        if (round % 4 < 2 && (!finish_recv(h->recv[face], round % 2 == 1) ||
+                              !finish_recv(h->header_recv[face], face % 2 == 0))) {
             continue;
         }
         if (h->neighbor[face] == MPI_PROC_NULL) {

@@ -112,6 +112,10 @@ static void test_null_handles(void) {
     CHECK_ERROR(pmr_recv_window_wait(NULL), PMR_ERR_ARGUMENT, "NULL", "pmr_recv_window_wait");
     CHECK_ERROR(pmr_recv_window_test(NULL, &value), PMR_ERR_ARGUMENT, "NULL",
                 "pmr_recv_window_test");
+    CHECK_ERROR(pmr_wait_all(&s, 1, NULL, 0), PMR_ERR_ARGUMENT, "send_window handle",
+                "pmr_wait_all");
+    CHECK_ERROR(pmr_test_all(NULL, 0, &r, 1, &value), PMR_ERR_ARGUMENT, "recv_window handle",
+                "pmr_test_all");
     CHECK_ERROR(pmr_recv_window_received_bytes(NULL, &bytes), PMR_ERR_ARGUMENT, "NULL",
                 "pmr_recv_window_received_bytes");
 
@@ -277,6 +281,51 @@ static void test_self_exchange(void) {
     CHECK_OK(pmr_send_window_post(s, bytes));
     CHECK_OK(pmr_send_window_wait_timeout(s, 60.0));
     CHECK_OK(pmr_recv_window_wait_timeout(r, 60.0));
+
+    /* All windows at once. A window not posted: PMR_ERR_USAGE before anything waits. Then a
+       round through pmr_wait_all_timeout (its own deadline: PMR_ERR_TIMEOUT while nothing was
+       sent, the windows still posted), pmr_wait_all and pmr_test_all, each delivering its data. */
+    CHECK_ERROR(pmr_wait_all(&s, 1, &r, 1), PMR_ERR_USAGE, "no transfer in flight",
+                "send window #0");
+    CHECK_ERROR(pmr_wait_all(NULL, 1, &r, 1), PMR_ERR_ARGUMENT, "array of send windows is NULL",
+                "pmr_wait_all");
+    CHECK_ERROR(pmr_test_all(&s, 1, &r, 1, NULL), PMR_ERR_ARGUMENT, "`done` is NULL", NULL);
+    CHECK_OK(pmr_wait_all(NULL, 0, NULL, 0));
+    CHECK_OK(pmr_recv_window_init(r));
+    CHECK_OK(pmr_recv_window_post(r));
+    CHECK_ERROR(pmr_wait_all_timeout(NULL, 0, &r, 1, 0.05), PMR_ERR_TIMEOUT, "receive window #0",
+                NULL);
+    CHECK_ERROR(pmr_wait_all_timeout(NULL, 0, &r, 1, 0.0), PMR_ERR_ARGUMENT, "timeout", NULL);
+    memset(recv_buffer, 0, bytes);
+    fill(send_buffer, bytes, 11);
+    CHECK_OK(pmr_send_window_init(s));
+    CHECK_OK(pmr_send_window_post(s, bytes));
+    CHECK_OK(pmr_wait_all_timeout(&s, 1, &r, 1, 60.0));
+    CHECK(matches(recv_buffer, bytes, 11));
+    {
+        int k;
+        for (k = 0; k < 2; ++k) {
+            memset(recv_buffer, 0, bytes);
+            fill(send_buffer, bytes, 12 + (unsigned)k);
+            CHECK_OK(pmr_recv_window_init(r));
+            CHECK_OK(pmr_send_window_init(s));
+            CHECK_OK(pmr_send_window_post(s, bytes));
+            CHECK_OK(pmr_recv_window_post(r));
+            if (k == 0) {
+                CHECK_OK(pmr_wait_all(&s, 1, &r, 1));
+            } else {
+                int done = 0;
+                int rc = PMR_SUCCESS;
+                while (!done && rc == PMR_SUCCESS) {
+                    rc = pmr_test_all(&s, 1, &r, 1, &done);
+                }
+                CHECK_OK(rc);
+            }
+            CHECK(matches(recv_buffer, bytes, 12 + (unsigned)k));
+            /* Both idle again. */
+            CHECK_RC(pmr_send_window_wait(s), PMR_ERR_USAGE);
+        }
+    }
 
     /* Posting more than the window: a size error, and the window stays usable. */
     CHECK_OK(pmr_recv_window_init(r));

@@ -330,15 +330,33 @@ contains
             do f = 1, 6
                 call pmr_recv_window_post(recvs(f), ierr)
             end do
+            ! Rounds 3 and 4 complete all windows at once: pmr_wait_all, then pmr_test_all.
+            if (round == 3) then
+                call pmr_wait_all(sends, recvs, ierr)
+                call check(ierr == PMR_SUCCESS, 'pmr_wait_all: '//pmr_last_error())
+            else if (round == 4) then
+                done = .false.
+                do while (.not. done .and. ierr == PMR_SUCCESS)
+                    call pmr_test_all(sends, recvs, done, ierr)
+                end do
+                call check(ierr == PMR_SUCCESS, 'pmr_test_all: '//pmr_last_error())
+            end if
             do f = 1, 6
-                call pmr_send_window_wait(sends(f), ierr)
-                if (mod(round, 2) == 0) then
+                if (round == 3 .or. round == 4) then
+                    ! Completed above: each window is idle again (a second wait is a usage error).
                     call pmr_recv_window_wait(recvs(f), ierr)
+                    call check(ierr == PMR_ERR_USAGE, 'a window completed by wait_all/test_all')
+                    ierr = PMR_SUCCESS
                 else
-                    done = .false.
-                    do while (.not. done .and. ierr == PMR_SUCCESS)
-                        call pmr_recv_window_test(recvs(f), done, ierr)
-                    end do
+                    call pmr_send_window_wait(sends(f), ierr)
+                    if (mod(round, 2) == 0) then
+                        call pmr_recv_window_wait(recvs(f), ierr)
+                    else
+                        done = .false.
+                        do while (.not. done .and. ierr == PMR_SUCCESS)
+                            call pmr_recv_window_test(recvs(f), done, ierr)
+                        end do
+                    end if
                 end if
                 call check(ierr == PMR_SUCCESS, 'halo round: '//pmr_last_error())
                 if (neighbor(f) == MPI_PROC_NULL) cycle
