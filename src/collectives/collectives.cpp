@@ -13,6 +13,7 @@
 
 #include <pmr/collectives.hpp>
 #include <pmr/memory.hpp>
+#include <pmr/provider.hpp>
 #include <pmr/settings.hpp>
 
 #include <algorithm>
@@ -224,7 +225,7 @@ std::vector<std::int64_t> gather_values(const Communicator& comm, coll::Connecti
 /// algorithms for networks.
 std::int64_t memory_key() {
     const auto& forced = settings().provider;
-    const bool shm = !forced || *forced == "shm";
+    const bool shm = !forced || provider_from_string(*forced) == Provider::shm;
     return shm ? static_cast<std::int64_t>(node_key() >> 1) + 1 : 0;
 }
 
