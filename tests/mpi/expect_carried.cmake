@@ -1,11 +1,19 @@
 # Runs PROGRAM under pmr-run with the report on and requires a zero exit code and streams and
 # collectives carried by pmr (for programs that cannot ask the interposer themselves: Fortran);
 # with -DREPORT_MATCH=regex, that the report matches it instead; -DARGS="..." are the program's.
+# With -DRUN_OPTIONS="..." (pmr-run's own options) the report is left to them: PMR_MPI_REPORT is
+# removed from the environment instead of set.
 #   cmake -DMPIEXEC=... -DFLAGS=... -DRANKS=n -DRUN=pmr-run -DPROGRAM=... -P expect_carried.cmake
 separate_arguments(flags UNIX_COMMAND "${FLAGS}")
 separate_arguments(args UNIX_COMMAND "${ARGS}")
-set(ENV{PMR_MPI_REPORT} 1)
-execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${PROGRAM} ${args}
+separate_arguments(run_options UNIX_COMMAND "${RUN_OPTIONS}")
+if(DEFINED RUN_OPTIONS)
+  unset(ENV{PMR_MPI_REPORT})
+  unset(ENV{PMR_MPI})
+else()
+  set(ENV{PMR_MPI_REPORT} 1)
+endif()
+execute_process(COMMAND ${MPIEXEC} ${flags} -np ${RANKS} ${RUN} ${run_options} ${PROGRAM} ${args}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
