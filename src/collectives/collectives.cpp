@@ -221,7 +221,7 @@ std::vector<std::int64_t> gather_values(const Communicator& comm, coll::Connecti
     return all;
 }
 
-/// This rank's node for ranks_share_memory, or 0 where a forced network provider keeps the
+/// This rank's node for Agreement::share_memory, or 0 where a forced network provider keeps the
 /// algorithms for networks.
 std::int64_t memory_key() {
     const auto& forced = settings().provider;
