@@ -15,7 +15,9 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <new>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -651,4 +653,18 @@ TEST_CASE("a block the arena hands out again reads as zeros", "[resources]") {
         CHECK(nonzero == 0);
         pmr::detail::free_shared(second);
     }
+}
+
+// The peer memory of a process is shared by all connections to it for as long as one holds it:
+// its key is the process's start time (field 22 of /proc/<pid>/stat), which a mapping made
+// meanwhile does not change. Keyed by a field that moves with the address space (the virtual
+// size, field 23, as it once was), a second connection mapped the peer's segments again.
+TEST_CASE("peer memory is shared across a change of the peer's address space", "[resources]") {
+    const std::shared_ptr<pmr::detail::PeerMemory> first = pmr::detail::peer_memory(getpid());
+    const std::size_t bytes = std::size_t{8} << 20;
+    void* more = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(more != MAP_FAILED);
+    const std::shared_ptr<pmr::detail::PeerMemory> second = pmr::detail::peer_memory(getpid());
+    munmap(more, bytes);
+    CHECK(second == first);
 }

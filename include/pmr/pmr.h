@@ -147,7 +147,8 @@ int pmr_recv_window_received_bytes(pmr_recv_window w, size_t* bytes);
 /** Waits until the posted operations of all the windows have completed (`nsends` send windows
  *  and `nrecvs` receive windows; an array may be NULL when its count is 0), progressing all of
  *  them together with one PMR_TIMEOUT deadline; each is then ready for its next init, as after
- *  its own wait. Every window must be posted (PMR_ERR_USAGE otherwise, before anything waits).
+ *  its own wait. Every window must be posted (PMR_ERR_USAGE otherwise, before anything waits)
+ *  and appear once.
  *  On an error the windows that completed are idle and the others still posted. */
 int pmr_wait_all(const pmr_send_window* sends, size_t nsends, const pmr_recv_window* recvs,
                  size_t nrecvs);

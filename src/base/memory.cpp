@@ -275,9 +275,15 @@ void release_block(Registry& r, std::map<std::uintptr_t, Block>::iterator it) no
         r.segments.erase(address_of(segment.file.data()));
         return;
     }
-    if (block.length <= zeroed_in_place ||
-        fallocate(segment.file.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  static_cast<off_t>(block.offset), static_cast<off_t>(block.length)) != 0) {
+    if (block.length <= zeroed_in_place) {
+        // Only the pages the block's bytes reach: those beyond were never handed out for
+        // writing and are still zero (every block was zero when cut), and leaving them alone
+        // keeps them unallocated.
+        std::memset(
+            segment.file.data() + block.offset, 0,
+            std::min(block.length, round_up_to_page(std::max<std::size_t>(block.bytes, 1))));
+    } else if (fallocate(segment.file.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         static_cast<off_t>(block.offset), static_cast<off_t>(block.length)) != 0) {
         std::memset(segment.file.data() + block.offset, 0, block.length);
     }
     auto next = segment.free.emplace(block.offset, block.length).first;
@@ -559,9 +565,10 @@ std::uint64_t start_time(pid_t pid) {
     if (end_of_name == nullptr) {
         return 0;
     }
-    // Fields after the name: state is field 3, start time field 22.
+    // Fields after the name: state is field 3, start time field 22. `position` is the space
+    // before field 3; each step moves it to the space before the next field.
     const char* position = end_of_name + 1;
-    for (int field = 2; field < 22; ++field) {
+    for (int field = 3; field < 22; ++field) {
         position = std::strchr(position + 1, ' ');
         if (position == nullptr) {
             return 0;

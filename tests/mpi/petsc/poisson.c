@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
     PetscInt solves = 1;
     PetscCall(PetscOptionsGetInt(NULL, NULL, "-solves", &solves, NULL));
+    PetscCheck(solves >= 1, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE,
+               "-solves %" PetscInt_FMT ": solve at least once", solves);
     DM da;
     PetscCall(DMDACreate2d(PETSC_COMM_WORLD, DM_BOUNDARY_NONE, DM_BOUNDARY_NONE, DMDA_STENCIL_STAR,
                            n, n, PETSC_DECIDE, PETSC_DECIDE, 1, 1, NULL, NULL, &da));
